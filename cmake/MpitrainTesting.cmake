@@ -1,0 +1,50 @@
+# Helpers that register GoogleTest binaries with CTest, at one or more MPI world sizes.
+include_guard(GLOBAL)
+find_package(GTest REQUIRED)
+
+# Open MPI refuses to run as root unless told; set those variables only when we are root.
+execute_process(COMMAND id -u OUTPUT_VARIABLE MPITRAIN_UID OUTPUT_STRIP_TRAILING_WHITESPACE)
+set(MPITRAIN_MPI_TEST_ENV "OMPI_MCA_rmaps_base_oversubscribe=1")
+if(MPITRAIN_UID STREQUAL "0")
+  list(APPEND MPITRAIN_MPI_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+endif()
+
+set(MPITRAIN_TEST_TIMEOUT 600 CACHE STRING "Seconds before CTest kills one test run")
+
+# mpitrain_add_mpi_test(<name> SOURCES <files...> [RANKS 1 2 3 4] [LIBRARIES <libs...>]
+#                       [LABELS <labels...>])
+# Builds <name> from SOURCES with the MPI GoogleTest main and registers it as
+# <name>.np<K> for each K in RANKS (default 1 2 3 4), run under mpiexec -n K.
+function(mpitrain_add_mpi_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;RANKS;LIBRARIES;LABELS" ${ARGN})
+  if(NOT ARG_RANKS)
+    set(ARG_RANKS 1 2 3 4)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE mpitrain_test_main mpitrain::mpitrain ${ARG_LIBRARIES})
+  target_compile_options(${name} PRIVATE ${MPITRAIN_WARNINGS})
+  foreach(np IN LISTS ARG_RANKS)
+    add_test(NAME ${name}.np${np}
+      COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
+              ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(${name}.np${np} PROPERTIES
+      ENVIRONMENT "${MPITRAIN_MPI_TEST_ENV}"
+      TIMEOUT ${MPITRAIN_TEST_TIMEOUT}
+      PROCESSORS ${np}
+      LABELS "mpi;${ARG_LABELS}")
+  endforeach()
+endfunction()
+
+# mpitrain_add_test(<name> SOURCES <files...> [LIBRARIES <libs...>])
+# A single-process GoogleTest binary (no MPI launch), registered as <name>.
+function(mpitrain_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE mpitrain_test_main mpitrain::mpitrain ${ARG_LIBRARIES})
+  target_compile_options(${name} PRIVATE ${MPITRAIN_WARNINGS})
+  add_test(NAME ${name} COMMAND $<TARGET_FILE:${name}>)
+  set_tests_properties(${name} PROPERTIES
+    ENVIRONMENT "${MPITRAIN_MPI_TEST_ENV}"
+    TIMEOUT ${MPITRAIN_TEST_TIMEOUT}
+    LABELS "${ARG_LABELS}")
+endfunction()

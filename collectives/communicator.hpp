@@ -1,0 +1,166 @@
+#pragma once
+// Communicator: a duplicated MPI communicator with typed, size_t-counted collectives.
+//
+// Every collective takes element counts as size_t; counts above 2^31 - 1 are split into
+// pieces MPI can take, and count 0 is a valid no-op that still synchronises nothing.
+// bf16 and f16 sums accumulate in fp32 and round once per combining step.
+// Every MPI failure throws MpiError naming the call, the rank and the count.
+// Collectives must be called by every rank of the communicator in the same order.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mpitrain/collectives/dtype.hpp"
+#include "mpitrain/collectives/mpi_runtime.hpp"
+
+namespace mpitrain {
+
+// The allreduce algorithms selectable by name. `default` is what the engine uses: the
+// fastest measured choice per type (see collectives/communicator.cpp for the rule).
+enum class AllreduceAlgorithm : std::uint8_t { default_, mpi, ring };
+
+// Returns "default", "mpi" or "ring".
+std::string_view to_string(AllreduceAlgorithm algo) noexcept;
+// Returns the algorithm named `name`; throws std::invalid_argument listing the valid names.
+AllreduceAlgorithm parse_allreduce_algorithm(std::string_view name);
+// Returns every algorithm, in the order benchmarks list them.
+std::span<const AllreduceAlgorithm> all_allreduce_algorithms() noexcept;
+
+// A nonblocking collective in flight. Destroying an unfinished Request waits for it.
+class Request {
+ public:
+  Request() = default;
+  Request(Request&&) noexcept;
+  Request& operator=(Request&&) noexcept;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  ~Request();
+
+  // Returns once the collective has completed; throws MpiError if it failed.
+  void wait();
+  // Returns true when the collective has completed (and finishes any post-processing).
+  bool test();
+
+  struct State;  // implementation detail (MPI requests, buffers to release, finishers)
+
+ private:
+  explicit Request(std::unique_ptr<State> state);
+  friend class Communicator;
+  std::unique_ptr<State> state_;
+};
+
+class Communicator {
+ public:
+  // Duplicates MPI_COMM_WORLD of the given runtime.
+  explicit Communicator(const MpiRuntime& runtime);
+  ~Communicator();
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  // Ranks on this node (MPI_Comm_split_type shared memory).
+  int local_rank() const noexcept { return local_rank_; }
+  int local_size() const noexcept { return local_size_; }
+  // Number of nodes, and this node's index among them (ordered by the lowest world rank).
+  int node_count() const noexcept { return node_count_; }
+  int node_index() const noexcept { return node_index_; }
+
+  // Returns the number of collectives this communicator has issued (tests count them).
+  std::uint64_t collectives_issued() const noexcept { return issued_.load(); }
+
+  void barrier() const;
+
+  // ---- type-erased core: counts in elements of `type` -------------------------------------
+  void broadcast(void* data, std::size_t count, DType type, int root) const;
+  // send == recv is in place. AVG divides the sum by size() (integers: truncating division).
+  void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op,
+                 AllreduceAlgorithm algo = AllreduceAlgorithm::default_) const;
+  // send holds size() * recv_count elements; rank r receives block r, reduced.
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
+                      ReduceOp op) const;
+  // recv holds size() * send_count elements, block r from rank r.
+  void allgather(const void* send, void* recv, std::size_t send_count, DType type) const;
+  // recv_counts[r] elements from rank r, packed in rank order into recv.
+  void allgatherv(const void* send, std::size_t send_count, void* recv,
+                  std::span<const std::size_t> recv_counts, DType type) const;
+  // Like allgather, but only `root` receives (recv may be empty elsewhere).
+  void gather(const void* send, void* recv, std::size_t send_count, DType type, int root) const;
+
+  Request ibarrier() const;
+  Request ibroadcast(void* data, std::size_t count, DType type, int root) const;
+  Request iallreduce(const void* send, void* recv, std::size_t count, DType type,
+                     ReduceOp op) const;
+  Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
+                          ReduceOp op) const;
+  Request iallgather(const void* send, void* recv, std::size_t send_count, DType type) const;
+
+  // ---- typed front ends ----------------------------------------------------------------------
+  template <class T> void broadcast(std::span<T> data, int root) const {
+    broadcast(data.data(), data.size(), dtype_of_v<T>, root);
+  }
+  template <class T>
+  void allreduce(std::span<const T> send, std::span<T> recv, ReduceOp op,
+                 AllreduceAlgorithm algo = AllreduceAlgorithm::default_) const {
+    require_equal_sizes("allreduce", send.size(), recv.size());
+    allreduce(send.data(), recv.data(), recv.size(), dtype_of_v<T>, op, algo);
+  }
+  template <class T>
+  void allreduce(std::span<T> data, ReduceOp op,
+                 AllreduceAlgorithm algo = AllreduceAlgorithm::default_) const {
+    allreduce(data.data(), data.data(), data.size(), dtype_of_v<T>, op, algo);
+  }
+  template <class T>
+  void reduce_scatter(std::span<const T> send, std::span<T> recv, ReduceOp op) const {
+    require_equal_sizes("reduce_scatter", send.size(), recv.size() * static_cast<std::size_t>(size_));
+    reduce_scatter(send.data(), recv.data(), recv.size(), dtype_of_v<T>, op);
+  }
+  template <class T> void allgather(std::span<const T> send, std::span<T> recv) const {
+    require_equal_sizes("allgather", send.size() * static_cast<std::size_t>(size_), recv.size());
+    allgather(send.data(), recv.data(), send.size(), dtype_of_v<T>);
+  }
+  template <class T>
+  void allgatherv(std::span<const T> send, std::span<T> recv,
+                  std::span<const std::size_t> recv_counts) const {
+    allgatherv(send.data(), send.size(), recv.data(), recv_counts, dtype_of_v<T>);
+  }
+  template <class T> void gather(std::span<const T> send, std::span<T> recv, int root) const {
+    gather(send.data(), recv.data(), send.size(), dtype_of_v<T>, root);
+  }
+  // Returns the value reduced over all ranks.
+  template <class T> T allreduce_value(T value, ReduceOp op) const {
+    T out{};
+    allreduce(&value, &out, 1, dtype_of_v<T>, op);
+    return out;
+  }
+  // Returns every rank's value, indexed by rank.
+  template <class T> std::vector<T> allgather_value(T value) const {
+    std::vector<T> out(static_cast<std::size_t>(size_));
+    allgather(&value, out.data(), 1, dtype_of_v<T>);
+    return out;
+  }
+
+ private:
+  // Throws std::invalid_argument naming the call and both sizes when they differ.
+  void require_equal_sizes(std::string_view call, std::size_t expected, std::size_t got) const;
+
+  struct Handle;  // owns the MPI_Comm (and the node-local communicator)
+  std::unique_ptr<Handle> handle_;
+  int rank_ = 0;
+  int size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  int node_count_ = 1;
+  int node_index_ = 0;
+  mutable std::atomic<std::uint64_t> issued_{0};
+};
+
+}  // namespace mpitrain

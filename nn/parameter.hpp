@@ -1,0 +1,26 @@
+#pragma once
+// Parameter: a named trainable tensor and its gradient.
+//
+// Names follow PyTorch state_dict() names ("0.weight"). The gradient may be rebound to
+// storage owned by someone else (the engine places gradients inside its flat communication
+// buckets), so code that uses a gradient reads `grad` at the time of use and never keeps a
+// pointer across steps. A user who keeps parameters in their own buffers makes a Parameter
+// from views (Tensor::view) of them.
+
+#include <span>
+#include <string>
+
+#include "mpitrain/nn/tensor.hpp"
+
+namespace mpitrain::nn {
+
+struct Parameter {
+  std::string name;
+  Tensor value;  // fp32 master weights
+  Tensor grad;   // same shape as value; accumulated (+=) by backward
+
+  // Makes `grad` a view of `storage` (numel values), copying the current gradient into it.
+  void rebind_grad(std::span<float> storage);
+};
+
+}  // namespace mpitrain::nn
