@@ -1,0 +1,22 @@
+#include "mpitrain/nn/parameter.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace mpitrain::nn {
+
+void Parameter::rebind_grad(std::span<float> storage) {
+  if (storage.size() != value.numel()) {
+    throw std::invalid_argument("Parameter::rebind_grad: '" + name + "' has " +
+                                std::to_string(value.numel()) + " values but the storage holds " +
+                                std::to_string(storage.size()));
+  }
+  if (grad.numel() == storage.size() && grad.data() != storage.data()) {
+    std::copy_n(grad.data(), storage.size(), storage.data());
+  } else if (grad.numel() != storage.size()) {
+    std::fill(storage.begin(), storage.end(), 0.0f);
+  }
+  grad = Tensor::view(storage, value.shape());
+}
+
+}  // namespace mpitrain::nn

@@ -1,0 +1,85 @@
+#include "mpitrain/nn/tensor.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+
+namespace mpitrain::nn {
+namespace {
+
+constexpr std::size_t kAlignment = 64;  // bytes: a cache line, and full AVX-512 vectors
+
+float* allocate(std::size_t n) {
+  if (n == 0) return nullptr;
+  const std::size_t bytes = (n * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  std::fill_n(static_cast<float*>(p), n, 0.0f);
+  return static_cast<float*>(p);
+}
+
+}  // namespace
+
+std::string to_string(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::size_t numel(const Shape& shape) noexcept {
+  std::size_t n = 1;
+  for (std::size_t d : shape) n *= d;
+  return n;
+}
+
+void Tensor::AlignedDelete::operator()(float* p) const noexcept { std::free(p); }
+
+Tensor::Tensor(Shape shape) : shape_(std::move(shape)), size_(nn::numel(shape_)) {
+  owned_.reset(allocate(size_));
+  data_ = owned_.get();
+}
+
+Tensor Tensor::view(std::span<float> data, Shape shape) {
+  if (data.size() != nn::numel(shape)) {
+    throw std::invalid_argument("Tensor::view: " + std::to_string(data.size()) +
+                                " values cannot have shape " + to_string(shape));
+  }
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.size_ = data.size();
+  t.data_ = data.data();
+  return t;
+}
+
+Tensor::Tensor(const Tensor& other) : shape_(other.shape_), size_(other.size_) {
+  if (other.owned_) {
+    owned_.reset(allocate(size_));
+    std::copy_n(other.data_, size_, owned_.get());
+    data_ = owned_.get();
+  } else {
+    data_ = other.data_;
+  }
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) *this = Tensor(other);
+  return *this;
+}
+
+Tensor Tensor::reshaped(Shape shape) && {
+  if (nn::numel(shape) != size_) {
+    throw std::invalid_argument("Tensor::reshaped: cannot reshape " + to_string(shape_) +
+                                " to " + to_string(shape));
+  }
+  Tensor t(std::move(*this));
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+void Tensor::fill(float value) noexcept { std::fill_n(data_, size_, value); }
+
+}  // namespace mpitrain::nn
