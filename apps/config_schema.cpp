@@ -1,0 +1,142 @@
+#include "config_schema.hpp"
+
+#include <algorithm>
+
+namespace mpitrain::app {
+namespace {
+
+using K = ValueKind;
+constexpr std::string_view kFashion = "/usr/share/datasets/fashion-mnist/";
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> keys = {
+      {"seed", K::integer, "0", "seeds model init (same on every rank), shuffling and dropout",
+       false, {}, 0.0},
+      {"model.kind", K::choice, "mlp", "model architecture", false, {"mlp"}},
+      {"model.hidden", K::integer_list, "[256, 256]", "hidden layer widths", false, {}, 1.0},
+      {"model.activation", K::choice, "relu", "activation between layers", false,
+       {"relu", "gelu", "tanh"}},
+      {"model.dropout", K::number, "0.0", "dropout probability after each activation", false, {},
+       0.0, 1.0, true},
+      {"data.kind", K::choice, "idx", "idx (MNIST format, .gz or not) | hdf5 | synthetic", false,
+       {"idx", "hdf5", "synthetic"}},
+      {"data.train.images", K::string, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
+       "idx: images file", true},
+      {"data.train.labels", K::string, "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz",
+       "idx: labels file; hdf5: name of the labels dataset", true},
+      {"data.train.file", K::string, "null", "hdf5: the file", true},
+      {"data.train.features", K::string, "null", "hdf5: name of the features dataset", true},
+      {"data.test.images", K::string, "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz",
+       "idx: images file (null: no test set)", true},
+      {"data.test.labels", K::string, "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz",
+       "idx: labels file; hdf5: name of the labels dataset", true},
+      {"data.test.file", K::string, "null", "hdf5: the file (null: no test set)", true},
+      {"data.test.features", K::string, "null", "hdf5: name of the features dataset", true},
+      {"data.synthetic.train_size", K::integer, "60000", "synthetic: training examples", false, {},
+       1.0},
+      {"data.synthetic.test_size", K::integer, "10000", "synthetic: test examples (0: none)",
+       false, {}, 0.0},
+      {"data.synthetic.features", K::integer, "784", "synthetic: features per example", false, {},
+       1.0},
+      {"data.synthetic.classes", K::integer, "10", "synthetic: number of classes", false, {}, 2.0},
+      {"data.batch_size", K::integer, "64", "per rank (global, when split_batches)", false, {},
+       1.0},
+      {"data.shuffle", K::boolean, "true", "reshuffle every epoch (seed + epoch)"},
+      {"data.drop_last", K::boolean, "false", "drop the tail instead of padding it"},
+      {"data.split_batches", K::boolean, "false", "batch_size is global and split across ranks"},
+      {"data.even_batches", K::boolean, "true",
+       "every rank gets the same number of batches (wraps around)"},
+      {"optimizer.kind", K::choice, "adamw", "adamw | sgd", false, {"adamw", "sgd"}},
+      {"optimizer.lr", K::number, "1.0e-3", "base learning rate", false, {}, 0.0},
+      {"optimizer.weight_decay", K::number, "0.01", "decoupled (adamw) or L2 (sgd)", false, {},
+       0.0},
+      {"optimizer.betas", K::number_list, "[0.9, 0.999]", "adamw: moment decay rates", false, {},
+       0.0, 1.0, true, 2},
+      {"optimizer.eps", K::number, "1.0e-8", "adamw: denominator epsilon", false, {}, 0.0},
+      {"optimizer.momentum", K::number, "0.0", "sgd: momentum factor", false, {}, 0.0},
+      {"optimizer.nesterov", K::boolean, "false", "sgd: Nesterov momentum (needs momentum > 0)"},
+      {"scheduler.kind", K::choice, "constant", "constant | linear | cosine (after warm-up)",
+       false, {"constant", "linear", "cosine"}},
+      {"scheduler.warmup_steps", K::integer, "0", "linear warm-up steps", false, {}, 0.0},
+      {"training.epochs", K::integer, "1", "passes over the training set", false, {}, 1.0},
+      {"training.max_steps", K::integer, "null", "stop after this many optimizer steps", true, {},
+       1.0},
+      {"training.gradient_accumulation_steps", K::integer, "1",
+       "micro-batches per optimizer step", false, {}, 1.0},
+      {"training.max_grad_norm", K::number, "null", "clip the global L2 norm to this", true, {},
+       0.0},
+      {"training.mixed_precision", K::choice, "\"no\"", "\"no\" | bf16 | fp16 (emulated on CPU)",
+       false, {"no", "bf16", "fp16"}},
+      {"training.nan_policy", K::choice, "error", "non-finite gradients: error | skip the step",
+       false, {"error", "skip"}},
+      {"training.log_every", K::integer, "50", "steps between metrics lines", false, {}, 1.0},
+      {"training.eval", K::boolean, "true", "evaluate on the test set after every epoch"},
+      {"distributed.bucket_cap_mb", K::number, "25", "gradient bucket size, MiB", false, {}, 0.0},
+      {"distributed.first_bucket_mb", K::number, "1", "first (last layers') bucket, MiB", false,
+       {}, 0.0},
+      {"distributed.overlap", K::boolean, "true", "reduce buckets while backward runs"},
+      {"distributed.grad_comm_dtype", K::choice, "fp32", "gradients on the wire: fp32|bf16|fp16",
+       false, {"fp32", "bf16", "fp16"}},
+      {"distributed.timeout_s", K::number, "600", "seconds a collective may take", false, {},
+       0.0},
+      {"project.dir", K::string, "runs/default", "checkpoints and metrics.jsonl go here"},
+      {"project.automatic_checkpoint_naming", K::boolean, "true",
+       "checkpoints/checkpoint_<N>"},
+      {"project.total_limit", K::integer, "null", "keep at most this many checkpoints", true, {},
+       1.0},
+      {"project.save_every_steps", K::integer, "null", "save a checkpoint every N steps", true,
+       {}, 1.0},
+      {"project.resume", K::string, "none", "none | latest | PATH of a checkpoint"},
+  };
+  return keys;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::span<const KeySpec> config_schema() { return schema(); }
+
+const KeySpec* find_key(std::string_view path) {
+  for (const KeySpec& k : schema()) {
+    if (k.path == path) return &k;
+  }
+  return nullptr;
+}
+
+bool is_section(std::string_view path) {
+  for (const KeySpec& k : schema()) {
+    if (k.path.size() > path.size() && k.path.starts_with(path) && k.path[path.size()] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string closest_name(std::string_view name, std::span<const std::string> candidates) {
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(2, name.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    const std::size_t d = edit_distance(name, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+}  // namespace mpitrain::app

@@ -1,0 +1,92 @@
+#pragma once
+// TrainConfig: the trainer's configuration, read from YAML with a strict schema
+// (apps/config_schema.hpp) and `--set key.path=value` overrides.
+//
+// Errors are ConfigError: the message names the key and where it came from
+// ("run.yaml:12:5" or "--set training.epochs=abc"); the trainer exits 2 on them.
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mpitrain::app {
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct DataSource {
+  std::optional<std::string> images;    // idx
+  std::optional<std::string> labels;    // idx: file; hdf5: dataset name
+  std::optional<std::string> file;      // hdf5
+  std::optional<std::string> features;  // hdf5: dataset name
+};
+
+struct TrainConfig {
+  std::int64_t seed = 0;
+  struct {
+    std::string kind;
+    std::vector<std::int64_t> hidden;
+    std::string activation;
+    double dropout = 0.0;
+  } model;
+  struct {
+    std::string kind;
+    DataSource train;
+    DataSource test;
+    struct {
+      std::int64_t train_size = 0, test_size = 0, features = 0, classes = 0;
+    } synthetic;
+    std::int64_t batch_size = 0;
+    bool shuffle = true, drop_last = false, split_batches = false, even_batches = true;
+  } data;
+  struct {
+    std::string kind;
+    double lr = 0, weight_decay = 0;
+    std::vector<double> betas;
+    double eps = 0, momentum = 0;
+    bool nesterov = false;
+  } optimizer;
+  struct {
+    std::string kind;
+    std::int64_t warmup_steps = 0;
+  } scheduler;
+  struct {
+    std::int64_t epochs = 1;
+    std::optional<std::int64_t> max_steps;
+    std::int64_t gradient_accumulation_steps = 1;
+    std::optional<double> max_grad_norm;
+    std::string mixed_precision;
+    std::string nan_policy;
+    std::int64_t log_every = 50;
+    bool eval = true;
+  } training;
+  struct {
+    double bucket_cap_mb = 25, first_bucket_mb = 1;
+    bool overlap = true;
+    std::string grad_comm_dtype;
+    double timeout_s = 600;
+  } distributed;
+  struct {
+    std::string dir;
+    bool automatic_checkpoint_naming = true;
+    std::optional<std::int64_t> total_limit;
+    std::optional<std::int64_t> save_every_steps;
+    std::string resume;
+  } project;
+
+  // The effective configuration as YAML (every key, defaults filled in): what the run used.
+  std::string yaml;
+};
+
+// Returns the configuration of `path` (empty: defaults only) with `overrides` ("a.b=v",
+// v read as a YAML scalar or flow list) applied in order. Throws ConfigError.
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// Returns the full default configuration as commented YAML (`trainer print-config`).
+std::string default_config_yaml();
+
+}  // namespace mpitrain::app
