@@ -1,0 +1,98 @@
+#include "mpitrain/engine/engine_config.hpp"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace mpitrain {
+namespace {
+
+// MPI counts and our size_t bucket layout stay far from overflow below 2^40 bytes (1 TiB).
+constexpr double kMaxBucketMb = 1024.0 * 1024.0;
+
+[[noreturn]] void invalid(std::string_view key, const std::string& value, std::string_view rule) {
+  throw std::invalid_argument("EngineConfig: " + std::string(key) + " = " + value + " is invalid: " +
+                              std::string(rule));
+}
+
+std::string number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+void check_mb(std::string_view key, double mb) {
+  if (!std::isfinite(mb) || mb <= 0.0 || mb > kMaxBucketMb) {
+    invalid(key, number(mb), "must be a finite number of MiB in (0, 1048576]");
+  }
+}
+
+std::size_t mb_to_bytes(double mb) {
+  // At least 4 bytes, so a bucket always holds one value of any wire type.
+  const double bytes = std::floor(mb * 1024.0 * 1024.0);
+  return bytes < 4.0 ? 4u : static_cast<std::size_t>(bytes);
+}
+
+}  // namespace
+
+std::string_view to_string(UnusedParameterPolicy policy) noexcept {
+  switch (policy) {
+    case UnusedParameterPolicy::zero: return "zero";
+    case UnusedParameterPolicy::error: return "error";
+  }
+  return "zero";
+}
+
+UnusedParameterPolicy parse_unused_parameter_policy(std::string_view name) {
+  if (name == "zero") return UnusedParameterPolicy::zero;
+  if (name == "error") return UnusedParameterPolicy::error;
+  throw std::invalid_argument("unknown unused-parameter policy '" + std::string(name) +
+                              "' (expected zero or error)");
+}
+
+std::string_view to_string(NanPolicy policy) noexcept {
+  switch (policy) {
+    case NanPolicy::error: return "error";
+    case NanPolicy::skip: return "skip";
+  }
+  return "error";
+}
+
+NanPolicy parse_nan_policy(std::string_view name) {
+  if (name == "error") return NanPolicy::error;
+  if (name == "skip") return NanPolicy::skip;
+  throw std::invalid_argument("unknown nan_policy '" + std::string(name) +
+                              "' (expected error or skip)");
+}
+
+void EngineConfig::validate() const {
+  if (gradient_accumulation_steps < 1) {
+    invalid("training.gradient_accumulation_steps", std::to_string(gradient_accumulation_steps),
+            "must be >= 1");
+  }
+  check_mb("distributed.bucket_cap_mb", bucket_cap_mb);
+  check_mb("distributed.first_bucket_mb", first_bucket_mb);
+  if (grad_comm_dtype != DType::f32 && grad_comm_dtype != DType::bf16 &&
+      grad_comm_dtype != DType::f16) {
+    invalid("distributed.grad_comm_dtype", std::string(to_string(grad_comm_dtype)),
+            "must be f32, bf16 or f16");
+  }
+  if (mixed_precision != Precision::fp32 && mixed_precision != Precision::bf16 &&
+      mixed_precision != Precision::fp16) {
+    invalid("training.mixed_precision", std::to_string(static_cast<int>(mixed_precision)),
+            "must be no, bf16 or fp16");
+  }
+}
+
+std::size_t EngineConfig::bucket_cap_bytes() const {
+  check_mb("distributed.bucket_cap_mb", bucket_cap_mb);
+  return mb_to_bytes(bucket_cap_mb);
+}
+
+std::size_t EngineConfig::first_bucket_bytes() const {
+  check_mb("distributed.first_bucket_mb", first_bucket_mb);
+  return mb_to_bytes(first_bucket_mb);
+}
+
+}  // namespace mpitrain

@@ -1,0 +1,70 @@
+#pragma once
+// EngineConfig: the settings of an Engine. Field names follow the trainer's config keys
+// (DESIGN.md section 6); validate() names the key as `section.key` in its errors so that the
+// trainer's messages and the library's agree.
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "mpitrain/collectives/communicator.hpp"
+#include "mpitrain/collectives/dtype.hpp"
+#include "mpitrain/precision/precision_mode.hpp"
+
+namespace mpitrain {
+
+// What gradient synchronisation does with a parameter that received no gradient in a
+// synchronising backward (see engine/gradient_sync.hpp).
+enum class UnusedParameterPolicy : std::uint8_t {
+  zero,   // reduce whatever its slot holds (zero unless earlier micro-steps accumulated)
+  error,  // raise an error naming the parameters, on every rank
+};
+
+// Returns "zero" or "error".
+std::string_view to_string(UnusedParameterPolicy policy) noexcept;
+// Returns the policy named `name`; throws std::invalid_argument listing the valid names.
+UnusedParameterPolicy parse_unused_parameter_policy(std::string_view name);
+
+// What the optimizer step does when the synchronised gradients hold inf or NaN and no
+// dynamic loss scaler handles it (mixed_precision bf16 or no).
+enum class NanPolicy : std::uint8_t {
+  error,  // throw, on every rank, naming the step
+  skip,   // skip the optimizer step (counted in skipped_steps), zero the gradients, go on
+};
+
+// Returns "error" or "skip".
+std::string_view to_string(NanPolicy policy) noexcept;
+// Returns the policy named `name`; throws std::invalid_argument listing the valid names.
+NanPolicy parse_nan_policy(std::string_view name);
+
+struct EngineConfig {
+  // training.*
+  std::size_t gradient_accumulation_steps = 1;  // micro-batches per optimizer step
+  bool sync_with_dataloader = true;  // also synchronise (and step) on a loader's last batch
+  Precision mixed_precision = Precision::fp32;  // fp16 adds a dynamic loss scaler
+  NanPolicy nan_policy = NanPolicy::error;
+
+  // distributed.*
+  double bucket_cap_mb = 25.0;   // MiB of wire data per gradient bucket
+  double first_bucket_mb = 1.0;  // MiB of the first bucket (starts communication early)
+  bool overlap = true;           // reduce buckets during backward on the communication thread
+  DType grad_comm_dtype = DType::f32;  // f32, bf16 or f16 on the wire; sums in fp32
+  AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::default_;
+  UnusedParameterPolicy unused_parameters = UnusedParameterPolicy::zero;
+
+  // data.*
+  bool split_batches = false;  // the loader's batch_size is global, split over the ranks
+  bool even_batches = true;    // every rank gets the same number of batches (pads by repeating)
+
+  // seed: model initialisation (the same on every rank) and the per-rank streams.
+  std::uint64_t seed = 0;
+
+  // Throws std::invalid_argument naming the first invalid key, its value and what is allowed.
+  void validate() const;
+  // Returns bucket_cap_mb in bytes (1 MiB = 2^20 bytes), at least one element's worth.
+  std::size_t bucket_cap_bytes() const;
+  // Returns first_bucket_mb in bytes.
+  std::size_t first_bucket_bytes() const;
+};
+
+}  // namespace mpitrain

@@ -1,0 +1,304 @@
+#include "mpitrain/engine/gradient_sync.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "mpitrain/precision/bfloat16.hpp"
+#include "mpitrain/precision/float16.hpp"
+
+namespace mpitrain {
+namespace {
+
+constexpr std::size_t kAlignFloats = 16;  // 64 bytes: buckets never share a cache line
+
+std::size_t align_up(std::size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+
+void to_wire(std::span<const float> in, std::uint16_t* out, DType type) {
+  if (type == DType::bf16) {
+    for (std::size_t i = 0; i < in.size(); ++i) out[i] = to_bfloat16(in[i]).bits;
+  } else {
+    for (std::size_t i = 0; i < in.size(); ++i) out[i] = to_float16(in[i]).bits;
+  }
+}
+
+void from_wire(const std::uint16_t* in, std::span<float> out, DType type) {
+  if (type == DType::bf16) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_float(bfloat16::from_bits(in[i]));
+  } else {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_float(float16::from_bits(in[i]));
+  }
+}
+
+}  // namespace
+
+void GradientSync::FloatDeleter::operator()(float* p) const noexcept { std::free(p); }
+
+GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stream,
+                           GradientSyncOptions options)
+    : stream_(stream), comm_(stream.communicator()), options_(options) {
+  if (options_.comm_dtype != DType::f32 && options_.comm_dtype != DType::bf16 &&
+      options_.comm_dtype != DType::f16) {
+    throw std::invalid_argument("GradientSync: comm_dtype must be f32, bf16 or f16, not " +
+                                std::string(to_string(options_.comm_dtype)));
+  }
+  if (options_.bucket_cap_bytes == 0 || options_.first_bucket_bytes == 0) {
+    throw std::invalid_argument("GradientSync: bucket_cap_bytes and first_bucket_bytes must be > 0");
+  }
+  for (const SyncedParameter& sp : params) {
+    if (sp.parameter == nullptr) throw std::invalid_argument("GradientSync: null parameter");
+    if (!index_.emplace(sp.parameter, params_.size()).second) {
+      throw std::invalid_argument("GradientSync: parameter '" + sp.parameter->name +
+                                  "' is registered twice");
+    }
+    const std::size_t numel = sp.parameter->value.numel();
+    if (!sp.external_grad.empty() && sp.external_grad.size() != numel) {
+      throw std::invalid_argument("GradientSync: gradient buffer of '" + sp.parameter->name +
+                                  "' holds " + std::to_string(sp.external_grad.size()) +
+                                  " values, the parameter " + std::to_string(numel));
+    }
+    params_.push_back(Entry{sp.parameter, sp.external_grad, 0, 0, numel});
+  }
+
+  // Buckets in reverse registration order; a bucket closes before a parameter that would
+  // take it past its cap (a parameter larger than the cap gets a bucket of its own).
+  const std::size_t wire_elem = dtype_bytes(options_.comm_dtype);
+  for (std::size_t k = params_.size(); k-- > 0;) {
+    const std::size_t bytes = params_[k].numel * wire_elem;
+    if (buckets_.empty()) {
+      buckets_.emplace_back();
+    } else {
+      const std::size_t cap =
+          buckets_.size() == 1 ? options_.first_bucket_bytes : options_.bucket_cap_bytes;
+      if (buckets_.back().wire_bytes + bytes > cap) buckets_.emplace_back();
+    }
+    Bucket& b = buckets_.back();
+    b.params.push_back(k);
+    b.count += params_[k].numel;
+    b.wire_bytes += bytes;
+  }
+  std::size_t offset = 0;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    bucket.offset = offset;
+    std::size_t at = offset;
+    for (std::size_t k : bucket.params) {
+      params_[k].bucket = b;
+      params_[k].offset = at;
+      at += params_[k].numel;
+    }
+    offset = at;
+    if (b + 1 == buckets_.size()) {
+      unused_slot_ = offset;  // one more element travels with the last bucket
+      bucket.wire_bytes += wire_elem;
+      offset += 1;
+    }
+    offset = align_up(offset);
+  }
+  storage_count_ = std::max<std::size_t>(offset, kAlignFloats);
+  void* raw = std::aligned_alloc(64, storage_count_ * sizeof(float));
+  if (raw == nullptr) throw std::bad_alloc();
+  storage_.reset(static_cast<float*>(raw));
+  std::fill_n(storage_.get(), storage_count_, 0.0f);
+
+  if (options_.comm_dtype != DType::f32) {
+    wire_.resize(buckets_.size());
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      wire_[b].resize(buckets_[b].count + (b + 1 == buckets_.size() ? 1 : 0));
+    }
+  }
+  ready_.assign(params_.size(), 0);
+  pending_.assign(buckets_.size(), 0);
+  futures_.resize(buckets_.size());
+  for (std::size_t k = 0; k < params_.size(); ++k) bind(k);
+}
+
+GradientSync::~GradientSync() {
+  // Reductions in flight reference this object: let them finish before it goes away.
+  for (CommFuture& f : futures_) {
+    if (!f.valid()) continue;
+    try {
+      f.wait();
+    } catch (...) {  // already reported by finish(), or the object is being torn down by one
+    }
+  }
+  // Give every rebound gradient its own storage again, so no Parameter keeps a view of ours.
+  for (Entry& e : params_) {
+    if (!e.external_grad.empty() || e.parameter->grad.data() != storage_.get() + e.offset) continue;
+    try {
+      nn::Tensor own(e.parameter->value.shape());
+      std::copy_n(storage_.get() + e.offset, e.numel, own.data());
+      e.parameter->grad = std::move(own);
+    } catch (...) {
+      e.parameter->grad = nn::Tensor();
+    }
+  }
+}
+
+void GradientSync::bind(std::size_t index) {
+  Entry& e = params_[index];
+  float* slot = storage_.get() + e.offset;
+  if (!e.external_grad.empty()) {
+    std::copy(e.external_grad.begin(), e.external_grad.end(), slot);
+  } else if (e.parameter->grad.data() != slot || e.parameter->grad.numel() != e.numel) {
+    // First binding, or someone replaced the gradient tensor since: move it (back) in.
+    e.parameter->rebind_grad(std::span<float>(slot, e.numel));
+  }
+}
+
+void GradientSync::begin_sync() {
+  if (in_sync_) throw std::logic_error("GradientSync::begin_sync: a synchronisation is already open");
+  std::fill(ready_.begin(), ready_.end(), 0);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
+  if (!buckets_.empty()) storage_[unused_slot_] = 0.0f;
+  next_launch_ = 0;
+  launched_early_ = 0;
+  in_sync_ = true;
+}
+
+std::size_t GradientSync::index_of(const nn::Parameter& p) const {
+  const auto it = index_.find(&p);
+  if (it != index_.end()) return it->second;
+  throw std::invalid_argument("GradientSync: parameter '" + p.name + "' is not synchronised here");
+}
+
+void GradientSync::mark_ready(const nn::Parameter& p) {
+  if (!in_sync_) return;
+  mark_ready(index_of(p));
+}
+
+void GradientSync::mark_ready(std::size_t index) {
+  if (index >= params_.size()) {
+    throw std::out_of_range("GradientSync::mark_ready: index " + std::to_string(index) + " of " +
+                            std::to_string(params_.size()) + " parameters");
+  }
+  if (!in_sync_) return;
+  if (ready_[index]) {
+    throw std::logic_error("GradientSync: parameter '" + params_[index].parameter->name +
+                           "' was reported ready twice in one backward (its bucket may already "
+                           "be in flight)");
+  }
+  ready_[index] = 1;
+  bind(index);
+  const std::size_t b = params_[index].bucket;
+  if (--pending_[b] == 0 && options_.overlap && comm_.size() > 1) launch_ready_buckets();
+}
+
+void GradientSync::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
+    launch(next_launch_++);
+    ++launched_early_;
+  }
+}
+
+void GradientSync::launch(std::size_t bucket) {
+  futures_[bucket] = stream_.submit([this, bucket](const Communicator&) { reduce(bucket); });
+}
+
+void GradientSync::reduce(std::size_t bucket) const {
+  const Bucket& b = buckets_[bucket];
+  const std::size_t count = b.count + (bucket + 1 == buckets_.size() ? 1 : 0);
+  float* data = storage_.get() + b.offset;
+  if (options_.comm_dtype == DType::f32) {
+    comm_.allreduce(data, data, count, DType::f32, ReduceOp::sum, options_.algorithm);
+    return;
+  }
+  // wire_ is written only here, one bucket per task, on one thread at a time.
+  auto& wire = const_cast<std::vector<std::uint16_t>&>(wire_[bucket]);
+  to_wire(std::span<const float>(data, count), wire.data(), options_.comm_dtype);
+  comm_.allreduce(wire.data(), wire.data(), count, options_.comm_dtype, ReduceOp::sum,
+                  options_.algorithm);
+  from_wire(wire.data(), std::span<float>(data, count), options_.comm_dtype);
+}
+
+SyncReport GradientSync::finish() {
+  if (!in_sync_) throw std::logic_error("GradientSync::finish without begin_sync");
+  SyncReport report;
+  report.buckets_launched_early = launched_early_;
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    if (ready_[k]) continue;
+    ++report.unused_local;
+    report.unused_names.push_back(params_[k].parameter->name);
+    bind(k);  // an external gradient still has to be copied in
+    ready_[k] = 1;
+    --pending_[params_[k].bucket];
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    if (comm_.size() > 1 && !buckets_.empty()) {
+      if (report.unused_local > 0 && next_launch_ == buckets_.size()) {
+        throw std::logic_error("GradientSync: the last bucket left before its unused count was known");
+      }
+      // 1 per rank with unused parameters: exact in every wire type up to 256 ranks.
+      storage_[unused_slot_] = report.unused_local > 0 ? 1.0f : 0.0f;
+      if (options_.overlap) {
+        while (next_launch_ < buckets_.size()) launch(next_launch_++);
+        for (CommFuture& f : futures_) {
+          if (f.valid()) f.wait();
+          f = CommFuture();
+        }
+      } else {
+        for (std::size_t b = 0; b < buckets_.size(); ++b) reduce(b);
+        next_launch_ = buckets_.size();
+      }
+      report.ranks_with_unused = static_cast<std::size_t>(std::lround(storage_[unused_slot_]));
+    } else {
+      report.ranks_with_unused = report.unused_local > 0 ? 1 : 0;
+    }
+  } catch (...) {
+    for (CommFuture& f : futures_) {
+      if (!f.valid()) continue;
+      try {
+        f.wait();
+      } catch (...) {  // the first failure is rethrown below
+      }
+      f = CommFuture();
+    }
+    in_sync_ = false;
+    throw;
+  }
+  report.wait_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (Entry& e : params_) {
+    if (!e.external_grad.empty()) {
+      std::copy_n(storage_.get() + e.offset, e.numel, e.external_grad.data());
+    }
+  }
+  in_sync_ = false;
+  if (options_.unused_parameters == UnusedParameterPolicy::error && report.ranks_with_unused > 0) {
+    std::string names;
+    for (const std::string& n : report.unused_names) names += (names.empty() ? "" : ", ") + n;
+    throw std::runtime_error(
+        "GradientSync (rank " + std::to_string(comm_.rank()) + "): " +
+        std::to_string(report.ranks_with_unused) +
+        " rank(s) have parameters that received no gradient in this backward; on this rank: " +
+        (names.empty() ? std::string("none (see the other ranks' errors)") : names) +
+        ". Use unused_parameters = zero to reduce them as zero gradients.");
+  }
+  return report;
+}
+
+std::vector<std::span<float>> GradientSync::gradient_spans() {
+  std::vector<std::span<float>> spans;
+  spans.reserve(buckets_.size());
+  for (const Bucket& b : buckets_) spans.emplace_back(storage_.get() + b.offset, b.count);
+  return spans;
+}
+
+std::span<float> GradientSync::gradient_slot(std::size_t index) {
+  const Entry& e = params_.at(index);
+  return {storage_.get() + e.offset, e.numel};
+}
+
+void GradientSync::zero_grad() {
+  std::fill_n(storage_.get(), storage_count_, 0.0f);
+  for (Entry& e : params_) {
+    if (!e.external_grad.empty()) std::fill(e.external_grad.begin(), e.external_grad.end(), 0.0f);
+  }
+}
+
+}  // namespace mpitrain

@@ -1,0 +1,157 @@
+#pragma once
+// GradientSync: data-parallel gradient averaging in flat buckets (what DDP's Reducer does).
+//
+// - Buckets hold parameters in reverse registration order (backward produces gradients
+//   roughly in that order), each bucket up to `bucket_cap_bytes` of wire data, the first one
+//   up to `first_bucket_bytes` so that communication starts early in backward. A parameter
+//   larger than the cap gets a bucket of its own. Bytes count the message as sent
+//   (comm_dtype), so a bf16 bucket holds twice as many values as an f32 one.
+// - Gradients live inside the bucket storage: each Parameter's `grad` is rebound into its
+//   slot (Parameter::rebind_grad), so backward accumulates straight into the buffers that are
+//   reduced; no copy in, no copy out. A parameter whose gradient buffer belongs to someone
+//   else (bring your own model, `external_grad`) is copied in when it is ready and copied
+//   out after the reduction.
+// - Averaging: the buckets are SUMMED. The division by the world size is folded into the
+//   loss gradient, which the engine scales by 1 / (accumulation_steps * world_size) anyway
+//   (Engine::loss_gradient_scale), so averaging costs no pass over the gradients.
+// - A bucket is launched on the CommStream as soon as the last of its gradients is ready
+//   (mark_ready, called from the model's grad-ready hook), in bucket order: when bucket k+1
+//   is ready before bucket k, it waits for k, so every rank issues the same collectives in
+//   the same order whatever order its backward reports. With overlap off the same buckets
+//   are reduced on the calling thread after backward: same collectives, same results, bit
+//   for bit.
+// - Unused parameters (no mark_ready during a synchronising backward) are detected in
+//   finish(). Their slots hold whatever was accumulated since zero_grad (zero when the
+//   parameter took no part in any micro-step) and are reduced with their bucket, so ranks
+//   that used the parameter get the right average. policy `error` instead raises an error
+//   naming them on EVERY rank (no hang): each rank with unused parameters adds 1 to
+//   one extra element reduced with the last bucket, so all ranks learn of any unused
+//   parameter in the same collective.
+//
+// Cost per synchronising step, P gradient values in B buckets on n ranks: B allreduces of
+// P * dtype_bytes(comm_dtype) bytes in total (ring: 2 (n-1)/n of that per rank on the wire);
+// for bf16/f16 one conversion pass each way (on the communication thread); O(P / 16) pointer
+// checks. No collective at all outside begin_sync()/finish(), and none on one rank.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mpitrain/collectives/comm_stream.hpp"
+#include "mpitrain/collectives/communicator.hpp"
+#include "mpitrain/collectives/dtype.hpp"
+#include "mpitrain/engine/engine_config.hpp"
+#include "mpitrain/nn/parameter.hpp"
+
+namespace mpitrain {
+
+struct GradientSyncOptions {
+  std::size_t bucket_cap_bytes = 25u << 20;
+  std::size_t first_bucket_bytes = 1u << 20;
+  bool overlap = true;
+  DType comm_dtype = DType::f32;  // f32, bf16 or f16
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::default_;
+  UnusedParameterPolicy unused_parameters = UnusedParameterPolicy::zero;
+};
+
+// One parameter to synchronise. external_grad empty: the parameter's grad is rebound into the
+// bucket. Otherwise the gradient is read from / written back to external_grad.
+struct SyncedParameter {
+  nn::Parameter* parameter = nullptr;
+  std::span<float> external_grad;
+};
+
+// What one synchronisation did, for logs and benchmarks.
+struct SyncReport {
+  double wait_seconds = 0.0;          // time finish() spent waiting for reductions
+  std::size_t buckets_launched_early = 0;  // launched from mark_ready, before finish()
+  std::size_t unused_local = 0;       // parameters of this rank without a gradient
+  std::size_t ranks_with_unused = 0;  // ranks with unused_local > 0 (all ranks agree)
+  std::vector<std::string> unused_names;  // this rank's unused parameters
+};
+
+class GradientSync {
+ public:
+  struct Bucket {
+    std::size_t offset = 0;      // first value in the flat storage
+    std::size_t count = 0;       // gradient values (the unused-count element excluded)
+    std::size_t wire_bytes = 0;  // bytes sent: (count [+1 on the last bucket]) * comm dtype
+    std::vector<std::size_t> params;  // indices into the registration order
+  };
+
+  // Lays out the buckets and rebinds every gradient into them (keeping the values).
+  // `params` in registration order, no duplicates. `stream` runs the overlapped reductions;
+  // `comm` must be the stream's communicator.
+  GradientSync(std::vector<SyncedParameter> params, CommStream& stream, GradientSyncOptions options);
+  // Waits for reductions in flight, then gives each rebound gradient its own storage again.
+  ~GradientSync();
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // Starts a synchronising backward: from now on mark_ready() launches buckets.
+  void begin_sync();
+  // Reports that parameter `index` (registration order) / `p` has its final gradient. Outside
+  // begin_sync()..finish() it does nothing (non-synchronising micro-steps communicate nothing).
+  void mark_ready(std::size_t index);
+  void mark_ready(const nn::Parameter& p);
+  // Launches the buckets not launched yet, waits for all reductions, copies external
+  // gradients out. Returns what happened; throws (on every rank) for unused parameters under
+  // policy `error`, and rethrows a failed reduction.
+  SyncReport finish();
+  // Returns true between begin_sync() and finish().
+  bool in_sync() const noexcept { return in_sync_; }
+
+  // Returns the registration index of `p`; throws std::invalid_argument if it is not synced.
+  std::size_t index_of(const nn::Parameter& p) const;
+  // Returns the gradient values of each bucket (without padding or the unused-count element);
+  // every synchronised gradient lies in exactly one of these spans.
+  std::vector<std::span<float>> gradient_spans();
+  // Returns the bucket storage of parameter `index` (its numel values).
+  std::span<float> gradient_slot(std::size_t index);
+  // Sets every gradient to zero (bucket storage and external buffers).
+  void zero_grad();
+  // Returns the layout, bucket 0 first (the first launched).
+  const std::vector<Bucket>& buckets() const noexcept { return buckets_; }
+  std::size_t parameter_count() const noexcept { return params_.size(); }
+  const GradientSyncOptions& options() const noexcept { return options_; }
+
+ private:
+  struct Entry {
+    nn::Parameter* parameter;
+    std::span<float> external_grad;
+    std::size_t bucket;
+    std::size_t offset;  // in the flat storage
+    std::size_t numel;
+  };
+  void bind(std::size_t index);        // make the gradient live in (or be copied into) its slot
+  void launch_ready_buckets();         // launch buckets next_launch_.. whose params are ready
+  void launch(std::size_t bucket);
+  void reduce(std::size_t bucket) const;  // the collective of one bucket, on the calling thread
+
+  CommStream& stream_;
+  const Communicator& comm_;
+  GradientSyncOptions options_;
+  std::vector<Entry> params_;
+  std::unordered_map<const nn::Parameter*, std::size_t> index_;
+  std::vector<Bucket> buckets_;
+  struct FloatDeleter {
+    void operator()(float* p) const noexcept;
+  };
+  std::unique_ptr<float[], FloatDeleter> storage_;  // 64-byte aligned, buckets at 64-byte offsets
+  std::size_t storage_count_ = 0;
+  std::size_t unused_slot_ = 0;  // storage index of the unused-count element
+  std::vector<std::vector<std::uint16_t>> wire_;  // per bucket, 16-bit wire buffers (bf16/f16)
+
+  bool in_sync_ = false;
+  std::vector<std::uint8_t> ready_;         // per parameter, this sync
+  std::vector<std::size_t> pending_;        // per bucket: parameters not ready yet
+  std::vector<CommFuture> futures_;         // per bucket, overlapped launches
+  std::size_t next_launch_ = 0;
+  std::size_t launched_early_ = 0;
+};
+
+}  // namespace mpitrain
