@@ -6,6 +6,14 @@
 // parameter's gradient is final for this backward, the module calls the grad-ready hook with
 // it, in the order backward produces them (reverse of registration for a Sequential); the
 // engine launches bucket reductions from that hook while backward goes on.
+//
+// Ready order: every layer of this library notifies its parameters in the reverse of the
+// order parameters() lists them (Linear and LayerNorm: bias, then weight), and Sequential
+// runs its children backwards, so for a whole model the hook sees exactly the reverse of
+// parameters() ("4.bias", "4.weight", "2.bias", ...), as DDP assumes when it fills buckets.
+//
+// Buffers: layers keep what backward needs in storage they reuse from step to step, so a
+// forward/backward of the same shapes allocates only the tensors it returns.
 
 #include <functional>
 #include <string>
@@ -39,6 +47,11 @@ class Module {
   // Format of the values this module stores in forward/backward (DESIGN.md section 3).
   virtual void set_precision(Precision p) { precision_ = p; }
   Precision precision() const noexcept { return precision_; }
+  // Whether backward computes d(loss)/d(input). Off, backward still accumulates parameter
+  // gradients but returns an empty tensor: the first layer of a network needs no input
+  // gradient, and torch skips that product the same way (its input has requires_grad=False).
+  virtual void set_requires_input_grad(bool on) { requires_input_grad_ = on; }
+  bool requires_input_grad() const noexcept { return requires_input_grad_; }
 
  protected:
   void notify_grad_ready(Parameter& p) const {
@@ -46,6 +59,7 @@ class Module {
   }
   GradReadyHook grad_ready_;
   bool training_ = true;
+  bool requires_input_grad_ = true;
   Precision precision_ = Precision::fp32;
 };
 

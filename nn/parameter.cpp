@@ -19,4 +19,8 @@ void Parameter::rebind_grad(std::span<float> storage) {
   grad = Tensor::view(storage, value.shape());
 }
 
+void zero_grad(const std::vector<Parameter*>& params) noexcept {
+  for (Parameter* p : params) p->grad.zero();
+}
+
 }  // namespace mpitrain::nn

@@ -9,6 +9,7 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 #include "mpitrain/nn/tensor.hpp"
 
@@ -22,5 +23,8 @@ struct Parameter {
   // Makes `grad` a view of `storage` (numel values), copying the current gradient into it.
   void rebind_grad(std::span<float> storage);
 };
+
+// Sets every parameter's gradient to zero (in place, so rebound gradients stay views).
+void zero_grad(const std::vector<Parameter*>& params) noexcept;
 
 }  // namespace mpitrain::nn

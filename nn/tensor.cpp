@@ -82,4 +82,10 @@ Tensor Tensor::reshaped(Shape shape) && {
 
 void Tensor::fill(float value) noexcept { std::fill_n(data_, size_, value); }
 
+void Tensor::resize(Shape shape) {
+  const std::size_t n = nn::numel(shape);
+  if (!owned_ || n != size_) *this = Tensor(shape);
+  shape_ = std::move(shape);
+}
+
 }  // namespace mpitrain::nn

@@ -55,6 +55,10 @@ class Tensor {
   Tensor reshaped(Shape shape) &&;
   void fill(float value) noexcept;
   void zero() noexcept { fill(0.0f); }
+  // Makes this an owning tensor of `shape` for use as a reusable buffer: keeps the storage
+  // (values unspecified) when this already owns exactly numel(shape) values, otherwise
+  // allocates zeros. Layers call it every step, so steady-state training does not allocate.
+  void resize(Shape shape);
 
  private:
   struct AlignedDelete {
