@@ -1,0 +1,51 @@
+#include "mpitrain/nn/gelu.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+namespace mpitrain::nn {
+namespace {
+
+constexpr float kSqrt1_2 = static_cast<float>(1.0 / std::numbers::sqrt2);
+// 1 / sqrt(2 pi): the standard normal density at 0.
+constexpr float kInvSqrt2Pi =
+    static_cast<float>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+
+}  // namespace
+
+Tensor GELU::forward(const Tensor& x) {
+  input_.resize(x.shape());
+  std::copy_n(x.data(), x.numel(), input_.data());
+  round_to_precision(input_.span(), precision_);
+  Tensor y(x.shape());
+  const float* in = input_.data();
+  float* out = y.data();
+  for (std::size_t i = 0, n = x.numel(); i < n; ++i) {
+    out[i] = 0.5f * in[i] * (1.0f + std::erf(in[i] * kSqrt1_2));
+  }
+  round_to_precision(y.span(), precision_);
+  return y;
+}
+
+Tensor GELU::backward(const Tensor& grad_out) {
+  if (grad_out.numel() != input_.numel()) {
+    throw std::invalid_argument("GELU::backward: gradient " + to_string(grad_out.shape()) +
+                                " does not match the last input " + to_string(input_.shape()));
+  }
+  if (!requires_input_grad_) return Tensor();
+  Tensor dx(input_.shape());
+  const float* x = input_.data();
+  const float* g = grad_out.data();
+  float* d = dx.data();
+  for (std::size_t i = 0, n = dx.numel(); i < n; ++i) {
+    const float cdf = 0.5f * (1.0f + std::erf(x[i] * kSqrt1_2));
+    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x[i] * x[i]);
+    d[i] = g[i] * (cdf + x[i] * pdf);
+  }
+  round_to_precision(dx.span(), precision_);
+  return dx;
+}
+
+}  // namespace mpitrain::nn

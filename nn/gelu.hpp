@@ -1,0 +1,22 @@
+#pragma once
+// GELU, exact form (torch.nn.GELU(approximate='none'), torch's default):
+// y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))). Any shape.
+//
+// Cost: one erf per value forward, one erf and one exp per value backward:
+// dx = g * (Phi(x) + x * phi(x)), phi the standard normal density. x is kept for backward.
+// No parameters. Under bf16/fp16 the output and dx are rounded.
+
+#include "mpitrain/nn/module.hpp"
+
+namespace mpitrain::nn {
+
+class GELU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+
+ private:
+  Tensor input_;  // the last forward's input (rounded under bf16/fp16)
+};
+
+}  // namespace mpitrain::nn

@@ -1,0 +1,51 @@
+#pragma once
+// Sequential: children run in order, torch.nn.Sequential.
+//
+// Parameter names are torch's state_dict() names: a child's parameter "weight" at index i
+// becomes "<i>.weight", and a Sequential nested at index 1 gives "1.0.weight". Names are
+// prefixed when the child is added, so build a child completely before adding it.
+// backward runs the children in reverse; with every child notifying in the reverse of its
+// parameters() order, the grad-ready hook sees the reverse of this module's parameters().
+// train(), set_precision() and the grad-ready hook are passed to every child (also to
+// children added later); set_requires_input_grad() to the first child only, since every
+// later child's input gradient is needed by the child before it.
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "mpitrain/nn/module.hpp"
+
+namespace mpitrain::nn {
+
+class Sequential : public Module {
+ public:
+  // Appends `child` at index size() and returns it; throws std::invalid_argument if null.
+  Module& add(std::unique_ptr<Module> child);
+  // Constructs an M from `args`, appends it and returns it.
+  template <class M, class... Args>
+  M& emplace(Args&&... args) {
+    auto child = std::make_unique<M>(std::forward<Args>(args)...);
+    M& ref = *child;
+    add(std::move(child));
+    return ref;
+  }
+
+  std::size_t size() const noexcept { return children_.size(); }
+  // Returns child `i`; throws std::out_of_range.
+  Module& operator[](std::size_t i) const;
+
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::vector<Parameter*> parameters() override;
+  void set_grad_ready_hook(GradReadyHook hook) override;
+  void train(bool on) override;
+  void set_precision(Precision p) override;
+  void set_requires_input_grad(bool on) override;
+
+ private:
+  std::vector<std::unique_ptr<Module>> children_;
+};
+
+}  // namespace mpitrain::nn
