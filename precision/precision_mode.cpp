@@ -3,8 +3,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "mpitrain/precision/bfloat16.hpp"
-#include "mpitrain/precision/float16.hpp"
+#include "mpitrain/precision/convert.hpp"
+#include "mpitrain/precision/simd_path.hpp"
 
 namespace mpitrain {
 
@@ -28,12 +28,9 @@ Precision parse_precision(std::string_view name) {
 void round_to_precision(std::span<float> values, Precision p) noexcept {
   switch (p) {
     case Precision::fp32: return;
-    case Precision::bf16:
-      for (float& v : values) v = to_float(to_bfloat16(v));
-      return;
-    case Precision::fp16:
-      for (float& v : values) v = to_float(to_float16(v));
-      return;
+    // The best path is supported by definition, so these cannot throw.
+    case Precision::bf16: detail::round_to_bfloat16(values, best_simd_path()); return;
+    case Precision::fp16: detail::round_to_float16(values, best_simd_path()); return;
   }
 }
 
