@@ -8,8 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "mpitrain/precision/bfloat16.hpp"
-#include "mpitrain/precision/float16.hpp"
+#include "mpitrain/precision/convert.hpp"
 
 namespace mpitrain {
 namespace {
@@ -17,22 +16,6 @@ namespace {
 constexpr std::size_t kAlignFloats = 16;  // 64 bytes: buckets never share a cache line
 
 std::size_t align_up(std::size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
-
-void to_wire(std::span<const float> in, std::uint16_t* out, DType type) {
-  if (type == DType::bf16) {
-    for (std::size_t i = 0; i < in.size(); ++i) out[i] = to_bfloat16(in[i]).bits;
-  } else {
-    for (std::size_t i = 0; i < in.size(); ++i) out[i] = to_float16(in[i]).bits;
-  }
-}
-
-void from_wire(const std::uint16_t* in, std::span<float> out, DType type) {
-  if (type == DType::bf16) {
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_float(bfloat16::from_bits(in[i]));
-  } else {
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_float(float16::from_bits(in[i]));
-  }
-}
 
 }  // namespace
 
@@ -105,11 +88,10 @@ GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stre
   storage_.reset(static_cast<float*>(raw));
   std::fill_n(storage_.get(), storage_count_, 0.0f);
 
-  if (options_.comm_dtype != DType::f32) {
-    wire_.resize(buckets_.size());
-    for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      wire_[b].resize(buckets_[b].count + (b + 1 == buckets_.size() ? 1 : 0));
-    }
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const std::size_t count = buckets_[b].count + (b + 1 == buckets_.size() ? 1 : 0);
+    if (options_.comm_dtype == DType::bf16) wire_bf16_.emplace_back(count);
+    if (options_.comm_dtype == DType::f16) wire_f16_.emplace_back(count);
   }
   ready_.assign(params_.size(), 0);
   pending_.assign(buckets_.size(), 0);
@@ -199,7 +181,7 @@ void GradientSync::launch(std::size_t bucket) {
   futures_[bucket] = stream_.submit([this, bucket](const Communicator&) { reduce(bucket); });
 }
 
-void GradientSync::reduce(std::size_t bucket) const {
+void GradientSync::reduce(std::size_t bucket) {
   const Bucket& b = buckets_[bucket];
   const std::size_t count = b.count + (bucket + 1 == buckets_.size() ? 1 : 0);
   float* data = storage_.get() + b.offset;
@@ -207,12 +189,19 @@ void GradientSync::reduce(std::size_t bucket) const {
     comm_.allreduce(data, data, count, DType::f32, ReduceOp::sum, options_.algorithm);
     return;
   }
-  // wire_ is written only here, one bucket per task, on one thread at a time.
-  auto& wire = const_cast<std::vector<std::uint16_t>&>(wire_[bucket]);
-  to_wire(std::span<const float>(data, count), wire.data(), options_.comm_dtype);
-  comm_.allreduce(wire.data(), wire.data(), count, options_.comm_dtype, ReduceOp::sum,
-                  options_.algorithm);
-  from_wire(wire.data(), std::span<float>(data, count), options_.comm_dtype);
+  // A bucket's wire buffer is used only here, by one task at a time.
+  const std::span<float> values(data, count);
+  if (options_.comm_dtype == DType::bf16) {
+    std::span<bfloat16> wire = wire_bf16_[bucket];
+    convert(values, wire);
+    comm_.allreduce(wire.data(), wire.data(), count, DType::bf16, ReduceOp::sum, options_.algorithm);
+    convert(std::span<const bfloat16>(wire), values);
+  } else {
+    std::span<float16> wire = wire_f16_[bucket];
+    convert(values, wire);
+    comm_.allreduce(wire.data(), wire.data(), count, DType::f16, ReduceOp::sum, options_.algorithm);
+    convert(std::span<const float16>(wire), values);
+  }
 }
 
 SyncReport GradientSync::finish() {
@@ -250,15 +239,7 @@ SyncReport GradientSync::finish() {
       report.ranks_with_unused = report.unused_local > 0 ? 1 : 0;
     }
   } catch (...) {
-    for (CommFuture& f : futures_) {
-      if (!f.valid()) continue;
-      try {
-        f.wait();
-      } catch (...) {  // the first failure is rethrown below
-      }
-      f = CommFuture();
-    }
-    in_sync_ = false;
+    abort();
     throw;
   }
   report.wait_seconds =
@@ -280,6 +261,18 @@ SyncReport GradientSync::finish() {
         ". Use unused_parameters = zero to reduce them as zero gradients.");
   }
   return report;
+}
+
+void GradientSync::abort() noexcept {
+  for (CommFuture& f : futures_) {
+    if (!f.valid()) continue;
+    try {
+      f.wait();
+    } catch (...) {  // the backward's own exception is the one that matters
+    }
+    f = CommFuture();
+  }
+  in_sync_ = false;
 }
 
 std::vector<std::span<float>> GradientSync::gradient_spans() {

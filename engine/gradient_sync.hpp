@@ -46,6 +46,8 @@
 #include "mpitrain/collectives/dtype.hpp"
 #include "mpitrain/engine/engine_config.hpp"
 #include "mpitrain/nn/parameter.hpp"
+#include "mpitrain/precision/bfloat16.hpp"
+#include "mpitrain/precision/float16.hpp"
 
 namespace mpitrain {
 
@@ -102,6 +104,10 @@ class GradientSync {
   // gradients out. Returns what happened; throws (on every rank) for unused parameters under
   // policy `error`, and rethrows a failed reduction.
   SyncReport finish();
+  // Ends a synchronisation without launching more buckets (the backward failed): waits for
+  // the reductions already in flight and ignores their errors. Peers that launched more
+  // buckets will wait for this rank; the caller is expected to fail the whole job.
+  void abort() noexcept;
   // Returns true between begin_sync() and finish().
   bool in_sync() const noexcept { return in_sync_; }
 
@@ -130,7 +136,7 @@ class GradientSync {
   void bind(std::size_t index);        // make the gradient live in (or be copied into) its slot
   void launch_ready_buckets();         // launch buckets next_launch_.. whose params are ready
   void launch(std::size_t bucket);
-  void reduce(std::size_t bucket) const;  // the collective of one bucket, on the calling thread
+  void reduce(std::size_t bucket);     // the collective of one bucket, on the calling thread
 
   CommStream& stream_;
   const Communicator& comm_;
@@ -144,7 +150,8 @@ class GradientSync {
   std::unique_ptr<float[], FloatDeleter> storage_;  // 64-byte aligned, buckets at 64-byte offsets
   std::size_t storage_count_ = 0;
   std::size_t unused_slot_ = 0;  // storage index of the unused-count element
-  std::vector<std::vector<std::uint16_t>> wire_;  // per bucket, 16-bit wire buffers (bf16/f16)
+  std::vector<std::vector<bfloat16>> wire_bf16_;  // per bucket, when comm_dtype is bf16
+  std::vector<std::vector<float16>> wire_f16_;    // per bucket, when comm_dtype is f16
 
   bool in_sync_ = false;
   std::vector<std::uint8_t> ready_;         // per parameter, this sync

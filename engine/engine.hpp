@@ -1,0 +1,335 @@
+#pragma once
+// Engine: data-parallel training over a Communicator, the C++ counterpart of
+// accelerate.Accelerator over PyTorch DDP.
+//
+//   Engine engine(config, comm);
+//   engine.prepare(model, optimizer, loader, &scheduler);   // in place, see prepare()
+//   for (data::Batch batch; engine.next_batch(batch);) {
+//     auto micro = engine.accumulate();                     // one micro-step
+//     nn::Tensor logits = model.forward(batch.features);
+//     auto [loss, grad] = nn::cross_entropy(logits, batch.labels);
+//     engine.backward(grad);                                // synchronises on sync steps
+//     if (engine.sync_gradients()) engine.clip_grad_norm(1.0);
+//     engine.step();                                        // optimizer + scheduler, sync steps only
+//     engine.zero_grad();
+//   }
+//
+// Micro-steps and synchronisation. Each backward() is one micro-step (accumulate() makes the
+// micro-step explicit, as Accelerate's accumulate() context does). A micro-step synchronises
+// gradients when it is the gradient_accumulation_steps-th since the last synchronisation, or
+// (sync_with_dataloader) when its batch is the training loader's last of the epoch; never
+// inside a no_sync() guard. Non-synchronising micro-steps communicate nothing. step(),
+// zero_grad() and clip_grad_*() act only after a synchronising backward.
+//
+// Averaging. backward() multiplies the loss gradient by loss_gradient_scale() =
+// loss_scale / (gradient_accumulation_steps * world_size) (a multiply of the small
+// (batch, outputs) tensor that the 1/accumulation_steps division needs anyway), and the
+// buckets are summed: after a synchronising backward every rank holds the mean over ranks of
+// the accumulated mean-loss gradients, bit-identical on every rank.
+//
+// Mixed precision: mixed_precision fp16 scales the loss by a dynamic loss scale. The scale is
+// removed exactly once per optimizer step, in the same pass as clipping (clip_grad_norm) or
+// in step(); the inf/NaN check runs on the synchronised gradients, which are identical on
+// every rank, so all ranks agree without another collective. bf16 and fp32 use nan_policy.
+//
+// Threads: the Engine owns a CommStream; bucket reductions run on its worker during
+// backward (overlap on). Every other collective of the engine runs on the calling thread
+// while the stream is idle (it is idle outside backward), so the ranks' collective order
+// is the program order.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "mpitrain/collectives/comm_stream.hpp"
+#include "mpitrain/collectives/communicator.hpp"
+#include "mpitrain/data/data_loader.hpp"
+#include "mpitrain/engine/engine_config.hpp"
+#include "mpitrain/engine/gradient_sync.hpp"
+#include "mpitrain/nn/module.hpp"
+#include "mpitrain/nn/optimizer.hpp"
+#include "mpitrain/nn/parameter.hpp"
+#include "mpitrain/nn/rng.hpp"
+#include "mpitrain/nn/tensor.hpp"
+
+namespace mpitrain {
+
+// The engine's counters: what a checkpoint stores under /engine (DESIGN.md section 5).
+struct EngineState {
+  std::uint64_t step = 0;              // optimizer steps, a step skipped for inf/NaN included
+  std::uint64_t micro_step = 0;        // backward passes
+  std::uint64_t epoch = 0;             // the training loader's epoch
+  std::uint64_t batches_in_epoch = 0;  // batches of that epoch consumed (next_batch)
+  std::uint64_t samples_seen = 0;      // real training examples consumed, all ranks together
+  std::uint64_t skipped_steps = 0;     // steps skipped for inf/NaN gradients
+};
+
+// A parameter that lives in the user's own buffers (bring your own model).
+struct ExternalParameter {
+  std::string name;
+  nn::Shape shape;
+  std::span<float> value;  // numel(shape) values, fp32
+  // numel(shape) values the user's backward accumulates into; empty: the engine provides
+  // the storage (Engine::gradient(name)), inside its buckets, which saves two copies.
+  std::span<float> grad;
+};
+
+// Timing of the last synchronising backward, for benchmarks and logs.
+struct BackwardTimings {
+  double backward_seconds = 0.0;  // the whole backward() call
+  double comm_wait_seconds = 0.0; // of which waiting for reductions after backward ("exposed")
+  std::size_t buckets = 0;
+  std::size_t buckets_launched_early = 0;
+};
+
+class Engine {
+ public:
+  // Validates `config` (std::invalid_argument naming the key). `comm` must outlive the engine.
+  Engine(EngineConfig config, const Communicator& comm);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineConfig& config() const noexcept { return config_; }
+  const Communicator& communicator() const noexcept { return comm_; }
+  int rank() const noexcept { return comm_.rank(); }
+  int world_size() const noexcept { return comm_.size(); }
+
+  // ---- preparing (in place) ------------------------------------------------------------------
+  // Prepares model and optimizer: checks that every rank has the same parameter names,
+  // shapes and order (on a difference, every rank throws std::runtime_error naming the first
+  // differing parameter, the ranks and their shapes), broadcasts rank 0's values, lays out
+  // the gradient buckets (each Parameter::grad becomes a view into them) and installs the
+  // grad-ready hook. The model's first layer skips its input gradient
+  // (set_requires_input_grad(false)); set_precision(mixed_precision) is applied. Every
+  // optimizer parameter must be a model parameter. Model and optimizer must outlive the
+  // engine (or the next prepare).
+  void prepare(nn::Module& model, nn::Optimizer& optimizer);
+  // Same, plus the training loader (prepare_loader(loader, true)) whose last batch of an
+  // epoch ends an accumulation window (sync_with_dataloader), and an optional learning-rate
+  // scheduler step, called after each optimizer step that really updated the parameters.
+  void prepare(nn::Module& model, nn::Optimizer& optimizer, data::DataLoader& loader,
+               std::function<void()> scheduler_step = {});
+  // Shards `loader` for this rank in place: world_size, rank, split_batches and
+  // even_batches come from the engine; batch size, shuffle, seed, drop_last and mode stay.
+  // A loader whose options differ is rebuilt over the same dataset; the engine then keeps
+  // the original loader (and so the dataset's owner) alive for its own lifetime.
+  // `training`: throws std::invalid_argument when ranks would read different numbers of
+  // batches (even_batches=false with a ragged tail), since their synchronisations would not
+  // pair up; uneven loaders are for evaluation with gather_for_metrics.
+  void prepare_loader(data::DataLoader& loader, bool training = false);
+  // Returns a loader over `dataset` sharded as prepare_loader() describes.
+  data::DataLoader make_loader(std::shared_ptr<const data::Dataset> dataset,
+                               data::DataLoaderOptions options) const;
+  // Bring your own model: registers parameters held in the user's buffers, in registration
+  // order, with the same checks and broadcast as prepare(). The user's backward then calls
+  // grad_ready() for each parameter as its gradient becomes final (any order).
+  void register_parameters(std::vector<ExternalParameter> params);
+  // Returns the gradient storage of a parameter registered with an empty grad span.
+  std::span<float> gradient(std::string_view name);
+
+  // ---- training ------------------------------------------------------------------------------
+  // Reads the training loader's next batch (and counts it: batches_in_epoch, samples_seen,
+  // epoch). Returns false at the end of the epoch; the loader then stands at the next one.
+  bool next_batch(data::Batch& out);
+
+  class MicroStep;
+  class NoSync;
+  // Starts one micro-step, deciding sync_gradients() for it; the guard ends it.
+  [[nodiscard]] MicroStep accumulate();
+  // Disables synchronisation for the micro-steps started while the guard lives.
+  [[nodiscard]] NoSync no_sync();
+  // Returns true when the current (or last) micro-step synchronises gradients.
+  bool sync_gradients() const noexcept { return sync_gradients_; }
+
+  // Returns the factor by which a loss gradient must be multiplied:
+  // loss_scale / (gradient_accumulation_steps * world_size).
+  float loss_gradient_scale() const noexcept;
+  // Runs the prepared model's backward with loss_grad * loss_gradient_scale() (loss_grad:
+  // d(mean loss)/d(output), the shape of the model's last output), synchronising the
+  // gradients on a sync micro-step.
+  void backward(const nn::Tensor& loss_grad);
+  // Bring your own model: runs `run_backward`, which computes the gradients (already
+  // multiplied by loss_gradient_scale()) and calls grad_ready() for each parameter.
+  void backward(const std::function<void()>& run_backward);
+  // Reports that a registered parameter's gradient is final for this backward.
+  void grad_ready(std::string_view name);
+  void grad_ready(std::size_t index);
+
+  // Clips the synchronised gradients to total norm max_norm (norm_type 2 or infinity) and
+  // returns the norm before clipping, over all gradients: the same value on every rank
+  // (the gradients are identical after synchronisation, so no collective is needed).
+  // Removes the fp16 loss scale in the same pass. Returns NaN without touching anything
+  // when the last micro-step did not synchronise.
+  double clip_grad_norm(double max_norm, double norm_type = 2.0);
+  // Clamps every synchronised gradient to [-clip_value, clip_value] (after removing the
+  // loss scale); does nothing on a non-synchronising micro-step.
+  void clip_grad_value(double clip_value);
+  // After a synchronising backward: removes the loss scale, checks for inf/NaN, steps the
+  // optimizer (and the scheduler) unless the step is skipped, counts the step. Returns true
+  // when the parameters were updated; false on non-sync micro-steps and skipped steps.
+  // nan_policy error throws std::runtime_error (on every rank) for inf/NaN gradients.
+  bool step();
+  // Zeroes the gradients after a synchronising micro-step; otherwise does nothing.
+  void zero_grad();
+  // Returns the loss scale (1 without fp16).
+  float loss_scale() const noexcept { return loss_scale_; }
+
+  // ---- process helpers -------------------------------------------------------------------------
+  bool is_main_process() const noexcept { return comm_.rank() == 0; }
+  bool is_local_main_process() const noexcept { return comm_.local_rank() == 0; }
+  class MainProcessFirst;
+  // The main process runs the guarded block first, then the others (e.g. downloads).
+  [[nodiscard]] MainProcessFirst main_process_first();
+  // Prints `text` (and a newline) on the main process only.
+  void print(std::string_view text) const;
+  // Returns when every rank has called it.
+  void wait_for_everyone() const;
+
+  // Returns every rank's values concatenated in rank order (lengths may differ).
+  template <class T> std::vector<T> gather(std::span<const T> values) const;
+  // Returns the tensors of all ranks concatenated along dim 0 (rows may differ; the other
+  // dimensions must agree, else every rank throws). A 0-d tensor counts as one row.
+  nn::Tensor gather(const nn::Tensor& t) const;
+  // Returns gather() of the first `real_rows` rows (Batch::real_count): the padding
+  // duplicates are dropped, so over an evaluation epoch every example counts exactly once.
+  nn::Tensor gather_for_metrics(const nn::Tensor& t, std::size_t real_rows) const;
+  template <class T>
+  std::vector<T> gather_for_metrics(std::span<const T> values, std::size_t real_count) const;
+  // Returns `t` padded along dim 0 with `pad_value` rows up to the largest row count over
+  // the ranks (at the end, or at the start when pad_first).
+  nn::Tensor pad_across_processes(const nn::Tensor& t, float pad_value = 0.0f,
+                                  bool pad_first = false) const;
+  // Returns the element-wise sum (ReduceOp::sum) or mean (ReduceOp::avg) over ranks.
+  nn::Tensor reduce(const nn::Tensor& t, ReduceOp op = ReduceOp::sum) const;
+  double reduce(double value, ReduceOp op = ReduceOp::sum) const;
+
+  // Sets the seed of model_rng() and process_rng().
+  void set_seed(std::uint64_t seed) noexcept { config_.seed = seed; }
+  // Returns the same stream on every rank (model initialisation).
+  nn::Rng model_rng() const noexcept { return nn::Rng(config_.seed, 0); }
+  // Returns a stream of this rank's own, one per `purpose` (dropout, augmentation, ...):
+  // distinct across ranks and purposes, and from model_rng() and make_mlp's streams.
+  nn::Rng process_rng(std::uint64_t purpose = 0) const noexcept;
+
+  // ---- state -------------------------------------------------------------------------------------
+  const EngineState& state() const noexcept { return state_; }
+  std::uint64_t step_count() const noexcept { return state_.step; }
+  std::uint64_t micro_step() const noexcept { return state_.micro_step; }
+  std::uint64_t epoch() const noexcept { return state_.epoch; }
+  std::uint64_t batches_in_epoch() const noexcept { return state_.batches_in_epoch; }
+  std::uint64_t samples_seen() const noexcept { return state_.samples_seen; }
+  // Restores the counters (a checkpoint is taken between optimizer steps: the accumulation
+  // window restarts). The loader is restored separately (DataLoader::load_state).
+  void load_state(const EngineState& state);
+
+  // Returns the timings of the last synchronising backward.
+  const BackwardTimings& last_backward() const noexcept { return timings_; }
+  // Returns the gradient synchroniser (null before prepare()).
+  GradientSync* gradient_sync() noexcept { return sync_.get(); }
+  // Returns the prepared parameters in registration order.
+  const std::vector<nn::Parameter*>& parameters() const noexcept { return params_; }
+
+  class MicroStep {
+   public:
+    MicroStep(MicroStep&& other) noexcept : engine_(other.engine_) { other.engine_ = nullptr; }
+    MicroStep& operator=(MicroStep&&) = delete;
+    ~MicroStep() { if (engine_ != nullptr) engine_->end_micro_step(); }
+   private:
+    friend class Engine;
+    explicit MicroStep(Engine* e) : engine_(e) {}
+    Engine* engine_;
+  };
+  class NoSync {
+   public:
+    NoSync(NoSync&& other) noexcept : engine_(other.engine_) { other.engine_ = nullptr; }
+    NoSync& operator=(NoSync&&) = delete;
+    ~NoSync() { if (engine_ != nullptr) --engine_->no_sync_depth_; }
+   private:
+    friend class Engine;
+    explicit NoSync(Engine* e) : engine_(e) { ++engine_->no_sync_depth_; }
+    Engine* engine_;
+  };
+  class MainProcessFirst {
+   public:
+    MainProcessFirst(MainProcessFirst&& other) noexcept : engine_(other.engine_) { other.engine_ = nullptr; }
+    MainProcessFirst& operator=(MainProcessFirst&&) = delete;
+    ~MainProcessFirst();
+   private:
+    friend class Engine;
+    explicit MainProcessFirst(const Engine* e);
+    const Engine* engine_;
+  };
+
+ private:
+  void begin_micro_step();
+  void end_micro_step();
+  void check_parameters_match(const std::vector<nn::Parameter*>& params) const;
+  void setup_sync(std::vector<SyncedParameter> params);
+  void run_backward(const std::function<void()>& body);
+  // Removes the loss scale (once per step) and returns whether every gradient is finite.
+  bool unscale_and_check();
+  std::vector<std::span<float>> gradient_spans();
+  void idle_stream() const;  // the stream is idle: the calling thread may use comm_
+  template <class T> std::vector<T> gather_impl(std::span<const T> values, DType type) const;
+
+  EngineConfig config_;
+  const Communicator& comm_;
+  std::unique_ptr<CommStream> stream_;
+  std::unique_ptr<GradientSync> sync_;
+  std::vector<nn::Parameter*> params_;
+  std::unordered_map<std::string, std::size_t> index_of_name_;
+  std::vector<std::unique_ptr<nn::Parameter>> external_params_;  // bring your own model
+  nn::Module* model_ = nullptr;
+  nn::Optimizer* optimizer_ = nullptr;
+  std::function<void()> scheduler_step_;
+  data::DataLoader* train_loader_ = nullptr;
+  std::vector<std::unique_ptr<data::DataLoader>> retired_loaders_;
+
+  EngineState state_;
+  std::size_t window_pos_ = 0;   // micro-steps since the last synchronisation
+  bool micro_open_ = false;      // a micro-step is in progress
+  bool micro_explicit_ = false;  // ... started by accumulate()
+  bool sync_gradients_ = true;
+  int no_sync_depth_ = 0;
+  bool step_pending_ = false;    // a synchronising backward ran since the last step()
+  bool unscaled_ = false;        // the loss scale was removed / gradients checked this step
+  bool grads_finite_ = true;
+  float loss_scale_ = 1.0f;
+  BackwardTimings timings_;
+  nn::Tensor scaled_grad_;       // reused buffer for loss_grad * loss_gradient_scale()
+};
+
+template <class T> std::vector<T> Engine::gather(std::span<const T> values) const {
+  return gather_impl(values, dtype_of_v<T>);
+}
+
+template <class T>
+std::vector<T> Engine::gather_for_metrics(std::span<const T> values, std::size_t real_count) const {
+  return gather_impl(values.first(std::min(real_count, values.size())), dtype_of_v<T>);
+}
+
+template <class T>
+std::vector<T> Engine::gather_impl(std::span<const T> values, DType type) const {
+  idle_stream();
+  const std::vector<std::int64_t> counts64 =
+      comm_.allgather_value<std::int64_t>(static_cast<std::int64_t>(values.size()));
+  std::vector<std::size_t> counts;
+  for (std::int64_t c : counts64) counts.push_back(static_cast<std::size_t>(c));
+  std::size_t total = 0;
+  for (std::size_t c : counts) total += c;
+  std::vector<T> out(total);
+  comm_.allgatherv(values.data(), values.size(), out.data(), counts, type);
+  return out;
+}
+
+}  // namespace mpitrain

@@ -1,0 +1,332 @@
+// GradientSync: bucket layout, gradients living in the buckets, summed results in closed
+// form, order independence, no communication outside a synchronising backward, overlap on
+// and off bit for bit, 16-bit wire types, unused parameters under both policies.
+
+#include "mpitrain/engine/gradient_sync.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mpitrain/collectives/comm_stream.hpp"
+#include "mpitrain/collectives/communicator.hpp"
+#include "mpitrain/collectives/mpi_runtime.hpp"
+#include "mpitrain/nn/parameter.hpp"
+
+namespace mpitrain {
+namespace {
+
+// Parameters named p0..p{n-1} with the given numels; grad values set by fill_grads.
+std::vector<std::unique_ptr<nn::Parameter>> make_params(const std::vector<std::size_t>& numels) {
+  std::vector<std::unique_ptr<nn::Parameter>> params;
+  for (std::size_t k = 0; k < numels.size(); ++k) {
+    auto p = std::make_unique<nn::Parameter>();
+    p->name = "p" + std::to_string(k);
+    p->value = nn::Tensor({numels[k]});
+    p->grad = nn::Tensor({numels[k]});
+    params.push_back(std::move(p));
+  }
+  return params;
+}
+
+std::vector<SyncedParameter> synced(const std::vector<std::unique_ptr<nn::Parameter>>& params) {
+  std::vector<SyncedParameter> out;
+  for (const auto& p : params) out.push_back({p.get(), {}});
+  return out;
+}
+
+// grad of parameter k, element i on rank r: (r + 1) * (k + 1) + (i % 5): small integers, so
+// sums are exact in every wire type.
+float grad_value(int r, std::size_t k, std::size_t i) {
+  return static_cast<float>((r + 1) * static_cast<int>(k + 1) + static_cast<int>(i % 5));
+}
+// Returns the sum over n ranks of grad_value.
+float summed_value(int n, std::size_t k, std::size_t i) {
+  return static_cast<float>(n * (n + 1) / 2 * static_cast<int>(k + 1) + n * static_cast<int>(i % 5));
+}
+
+void fill_grads(std::vector<std::unique_ptr<nn::Parameter>>& params, int rank) {
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    for (std::size_t i = 0; i < params[k]->grad.numel(); ++i) params[k]->grad[i] = grad_value(rank, k, i);
+  }
+}
+
+class GradientSyncTest : public ::testing::Test {
+ protected:
+  MpiRuntime runtime_;
+  Communicator comm_{runtime_};
+  CommStream stream_{comm_};
+};
+
+TEST_F(GradientSyncTest, BucketsFollowReverseRegistrationOrderAndCaps) {
+  // f32 wire: 4 bytes per value. First bucket cap 40 bytes, the others 80 bytes.
+  auto params = make_params({6, 30, 4, 12, 3, 8, 5});
+  for (std::size_t k = 0; k < params.size(); ++k) params[k]->grad.fill(static_cast<float>(k));
+  GradientSyncOptions options;
+  options.first_bucket_bytes = 40;
+  options.bucket_cap_bytes = 80;
+  GradientSync sync(synced(params), stream_, options);
+  const auto& b = sync.buckets();
+  // Reverse order p6(20 B) p5(32) p4(12) p3(48) p2(16) p1(120) p0(24):
+  // [p6] (+p5 would pass 40) [p5 p4] (+p3 would pass 80) [p3 p2] [p1] (alone, over the cap) [p0]
+  ASSERT_EQ(b.size(), 5u);
+  EXPECT_EQ(b[0].params, (std::vector<std::size_t>{6}));
+  EXPECT_EQ(b[1].params, (std::vector<std::size_t>{5, 4}));
+  EXPECT_EQ(b[2].params, (std::vector<std::size_t>{3, 2}));
+  EXPECT_EQ(b[3].params, (std::vector<std::size_t>{1}));
+  EXPECT_EQ(b[4].params, (std::vector<std::size_t>{0}));
+  EXPECT_EQ(b[1].count, 11u);
+  EXPECT_EQ(b[1].wire_bytes, 44u);
+  EXPECT_EQ(b[4].wire_bytes, 28u);  // p0 and the unused-count element
+  const auto spans = sync.gradient_spans();
+  ASSERT_EQ(spans.size(), b.size());
+  for (std::size_t j = 0; j < b.size(); ++j) {
+    EXPECT_EQ(spans[j].size(), b[j].count);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(spans[j].data()) % 64, 0u) << "bucket " << j;
+  }
+  // Gradients now live in the buckets, with their values kept.
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    EXPECT_TRUE(params[k]->grad.is_view()) << params[k]->name;
+    EXPECT_EQ(params[k]->grad.data(), sync.gradient_slot(k).data()) << params[k]->name;
+    for (std::size_t i = 0; i < params[k]->grad.numel(); ++i) {
+      ASSERT_EQ(params[k]->grad[i], static_cast<float>(k)) << params[k]->name;
+    }
+  }
+}
+
+TEST_F(GradientSyncTest, BucketBytesCountTheWireType) {
+  auto params = make_params({10, 10, 10});
+  GradientSyncOptions options;
+  options.first_bucket_bytes = 40;
+  options.bucket_cap_bytes = 40;
+  options.comm_dtype = DType::bf16;  // 20 bytes per parameter: two per bucket
+  GradientSync sync(synced(params), stream_, options);
+  ASSERT_EQ(sync.buckets().size(), 2u);
+  EXPECT_EQ(sync.buckets()[0].params, (std::vector<std::size_t>{2, 1}));
+  EXPECT_EQ(sync.buckets()[1].wire_bytes, 22u);
+}
+
+TEST_F(GradientSyncTest, DestructionGivesGradientsTheirOwnStorageBack) {
+  auto params = make_params({7, 3});
+  {
+    GradientSync sync(synced(params), stream_, {});
+    params[0]->grad.fill(2.5f);
+  }
+  EXPECT_FALSE(params[0]->grad.is_view());
+  ASSERT_EQ(params[0]->grad.numel(), 7u);
+  EXPECT_EQ(params[0]->grad[6], 2.5f);
+}
+
+struct SyncCase {
+  bool overlap;
+  DType dtype;
+  bool forward_order;  // report readiness in registration order (every bucket waits)
+};
+
+class GradientSyncSum : public GradientSyncTest, public ::testing::WithParamInterface<SyncCase> {};
+
+TEST_P(GradientSyncSum, SumsEveryGradientInClosedForm) {
+  const SyncCase c = GetParam();
+  const int n = comm_.size();
+  const int r = comm_.rank();
+  auto params = make_params({300, 17, 1, 4096, 64, 5});
+  GradientSyncOptions options;
+  options.first_bucket_bytes = 256;
+  options.bucket_cap_bytes = 2048;
+  options.overlap = c.overlap;
+  options.comm_dtype = c.dtype;
+  GradientSync sync(synced(params), stream_, options);
+  ASSERT_GE(sync.buckets().size(), 3u);
+  fill_grads(params, r);
+  const auto issued_before = comm_.collectives_issued();
+  sync.begin_sync();
+  // Ranks may report in different orders: rank 1 reports in registration order.
+  const bool forward = c.forward_order || r == 1;
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    sync.mark_ready(*params[forward ? j : params.size() - 1 - j]);
+  }
+  const SyncReport report = sync.finish();
+  EXPECT_FALSE(sync.in_sync());
+  EXPECT_EQ(report.unused_local, 0u);
+  EXPECT_EQ(report.ranks_with_unused, 0u);
+  const auto issued = comm_.collectives_issued() - issued_before;
+  EXPECT_EQ(issued, n > 1 ? sync.buckets().size() : 0u);
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    for (std::size_t i = 0; i < params[k]->grad.numel(); ++i) {
+      ASSERT_EQ(params[k]->grad[i], summed_value(n, k, i)) << params[k]->name << "[" << i << "]";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, GradientSyncSum,
+    ::testing::Values(SyncCase{true, DType::f32, false}, SyncCase{false, DType::f32, false},
+                      SyncCase{true, DType::f32, true}, SyncCase{true, DType::bf16, false},
+                      SyncCase{false, DType::f16, true}),
+    [](const auto& info) {
+      return std::string(info.param.overlap ? "overlap" : "no_overlap") + "_" +
+             std::string(to_string(info.param.dtype)) +
+             (info.param.forward_order ? "_forward" : "_reverse");
+    });
+
+TEST_F(GradientSyncTest, NoCollectiveOutsideASynchronisingBackward) {
+  auto params = make_params({100, 200});
+  GradientSync sync(synced(params), stream_, {});
+  const auto before = comm_.collectives_issued();
+  for (int micro = 0; micro < 3; ++micro) {
+    for (auto it = params.rbegin(); it != params.rend(); ++it) sync.mark_ready(**it);
+  }
+  stream_.synchronize();
+  EXPECT_EQ(comm_.collectives_issued(), before);
+  EXPECT_EQ(stream_.tasks_finished(), 0u);
+}
+
+TEST_F(GradientSyncTest, OverlapOnAndOffAgreeBitForBit) {
+  const int r = comm_.rank();
+  std::vector<std::vector<float>> results;
+  for (bool overlap : {true, false}) {
+    auto params = make_params({1000, 33, 2000, 7});
+    GradientSyncOptions options;
+    options.first_bucket_bytes = 512;
+    options.bucket_cap_bytes = 4096;
+    options.overlap = overlap;
+    GradientSync sync(synced(params), stream_, options);
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      for (std::size_t i = 0; i < params[k]->grad.numel(); ++i) {
+        params[k]->grad[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(k)) /
+                             static_cast<float>(3 + r);
+      }
+    }
+    sync.begin_sync();
+    for (auto it = params.rbegin(); it != params.rend(); ++it) sync.mark_ready(**it);
+    sync.finish();
+    std::vector<float> all;
+    for (const auto& p : params) all.insert(all.end(), p->grad.data(), p->grad.data() + p->grad.numel());
+    results.push_back(std::move(all));
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)), 0);
+  // And every rank holds the same bits.
+  std::vector<float> rank0 = results[0];
+  comm_.broadcast(std::span<float>(rank0), 0);
+  EXPECT_EQ(std::memcmp(rank0.data(), results[0].data(), rank0.size() * sizeof(float)), 0);
+}
+
+TEST_F(GradientSyncTest, UnusedParametersAreReducedAsTheirSlotsUnderPolicyZero) {
+  const int n = comm_.size();
+  const int r = comm_.rank();
+  auto params = make_params({50, 60, 70});
+  GradientSyncOptions options;
+  options.first_bucket_bytes = 4;  // one parameter per bucket
+  options.bucket_cap_bytes = 4;
+  GradientSync sync(synced(params), stream_, options);
+  fill_grads(params, r);
+  // Rank 0 does not use p1 in this backward (its slot still holds its accumulated values).
+  sync.begin_sync();
+  sync.mark_ready(*params[2]);
+  if (r != 0) sync.mark_ready(*params[1]);
+  sync.mark_ready(*params[0]);
+  const SyncReport report = sync.finish();
+  EXPECT_EQ(report.unused_local, r == 0 ? 1u : 0u);
+  EXPECT_EQ(report.ranks_with_unused, 1u);  // every rank learns that rank 0 had one
+  if (r == 0) {
+    EXPECT_EQ(report.unused_names, (std::vector<std::string>{"p1"}));
+  }
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    for (std::size_t i = 0; i < params[k]->grad.numel(); ++i) {
+      ASSERT_EQ(params[k]->grad[i], summed_value(n, k, i));
+    }
+  }
+}
+
+TEST_F(GradientSyncTest, UnusedParametersRaiseOnEveryRankUnderPolicyError) {
+  const int r = comm_.rank();
+  auto params = make_params({50, 60, 70});
+  GradientSyncOptions options;
+  options.unused_parameters = UnusedParameterPolicy::error;
+  GradientSync sync(synced(params), stream_, options);
+  sync.begin_sync();
+  sync.mark_ready(*params[2]);
+  if (r != 0) sync.mark_ready(*params[1]);  // only rank 0 leaves p1 without a gradient
+  sync.mark_ready(*params[0]);
+  try {
+    sync.finish();
+    ADD_FAILURE() << "no error on rank " << r;
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("1 rank(s)"), std::string::npos) << what;
+    if (r == 0) {
+      EXPECT_NE(what.find("p1"), std::string::npos) << what;
+    }
+  }
+  EXPECT_FALSE(sync.in_sync());
+  // The stream and the ranks are still in step: a following synchronisation works.
+  sync.begin_sync();
+  for (auto it = params.rbegin(); it != params.rend(); ++it) sync.mark_ready(**it);
+  EXPECT_NO_THROW(sync.finish());
+}
+
+TEST_F(GradientSyncTest, ReportingAParameterTwiceIsAnError) {
+  auto params = make_params({4, 4});
+  GradientSync sync(synced(params), stream_, {});
+  sync.begin_sync();
+  sync.mark_ready(*params[1]);
+  EXPECT_THROW(sync.mark_ready(*params[1]), std::logic_error);
+  sync.mark_ready(*params[0]);
+  sync.finish();
+  nn::Parameter stranger;
+  stranger.name = "stranger";
+  EXPECT_THROW(sync.index_of(stranger), std::invalid_argument);
+}
+
+TEST_F(GradientSyncTest, ExternalGradientsAreCopiedInAndOut) {
+  const int n = comm_.size();
+  const int r = comm_.rank();
+  auto params = make_params({9, 4});
+  std::vector<float> own0(9);
+  std::vector<float> own1(4);
+  for (std::size_t i = 0; i < 9; ++i) own0[i] = grad_value(r, 0, i);
+  for (std::size_t i = 0; i < 4; ++i) own1[i] = grad_value(r, 1, i);
+  GradientSync sync({{params[0].get(), own0}, {params[1].get(), own1}}, stream_, {});
+  sync.begin_sync();
+  sync.mark_ready(1);
+  sync.mark_ready(0);
+  sync.finish();
+  for (std::size_t i = 0; i < 9; ++i) ASSERT_EQ(own0[i], summed_value(n, 0, i));
+  for (std::size_t i = 0; i < 4; ++i) ASSERT_EQ(own1[i], summed_value(n, 1, i));
+  sync.zero_grad();
+  EXPECT_EQ(own0[3], 0.0f);
+}
+
+TEST_F(GradientSyncTest, ReplacedGradientTensorsAreMovedBackIn) {
+  const int n = comm_.size();
+  const int r = comm_.rank();
+  auto params = make_params({8});
+  GradientSync sync(synced(params), stream_, {});
+  params[0]->grad = nn::Tensor({8});  // someone replaced the view by an owning tensor
+  for (std::size_t i = 0; i < 8; ++i) params[0]->grad[i] = grad_value(r, 0, i);
+  sync.begin_sync();
+  sync.mark_ready(*params[0]);
+  sync.finish();
+  EXPECT_EQ(params[0]->grad.data(), sync.gradient_slot(0).data());
+  for (std::size_t i = 0; i < 8; ++i) ASSERT_EQ(params[0]->grad[i], summed_value(n, 0, i));
+}
+
+TEST_F(GradientSyncTest, RejectsDuplicatesAndBadOptions) {
+  auto params = make_params({3});
+  EXPECT_THROW(GradientSync({{params[0].get(), {}}, {params[0].get(), {}}}, stream_, {}),
+               std::invalid_argument);
+  GradientSyncOptions bad;
+  bad.comm_dtype = DType::i32;
+  EXPECT_THROW(GradientSync(synced(params), stream_, bad), std::invalid_argument);
+  std::vector<float> wrong(2);
+  EXPECT_THROW(GradientSync({{params[0].get(), wrong}}, stream_, {}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace mpitrain
