@@ -74,27 +74,52 @@ class Communicator {
   int node_count() const noexcept { return node_count_; }
   int node_index() const noexcept { return node_index_; }
 
-  // Returns the number of collectives this communicator has issued (tests count them).
+  // Returns the number of collectives this communicator has issued (tests count them): one
+  // per collective call (blocking or not), however many MPI calls it takes.
   std::uint64_t collectives_issued() const noexcept { return issued_.load(); }
+
+  // Returns the algorithm AllreduceAlgorithm::default_ runs for this count, type and op
+  // (never default_). Every rank resolves the same way, as the rule uses only its arguments
+  // and size().
+  AllreduceAlgorithm default_allreduce_algorithm(std::size_t count, DType type,
+                                                 ReduceOp op) const noexcept;
+
+  // Returns the largest element count handed to one MPI call (INT_MAX unless lowered).
+  // Longer buffers are split into pieces of at most this many elements.
+  std::size_t max_call_count() const noexcept;
+  // Lowers the largest count per MPI call (clamped to [1, INT_MAX]). Tests use it to run
+  // the splitting paths for counts above 2^31 - 1 with small buffers. Every rank must set
+  // the same value.
+  void set_max_call_count(std::size_t count) noexcept;
+
+  // Aborts every process of the job (MPI_Abort) with `error_code`; for a rank that cannot
+  // continue while its peers wait in a collective. Does not return.
+  [[noreturn]] void abort(int error_code) const noexcept;
 
   void barrier() const;
 
   // ---- type-erased core: counts in elements of `type` -------------------------------------
   void broadcast(void* data, std::size_t count, DType type, int root) const;
-  // send == recv is in place. AVG divides the sum by size() (integers: truncating division).
+  // send == recv is in place. AVG divides the sum by size() (integers: truncating division;
+  // bf16/f16: in fp32 before the final rounding).
   void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op,
                  AllreduceAlgorithm algo = AllreduceAlgorithm::default_) const;
-  // send holds size() * recv_count elements; rank r receives block r, reduced.
+  // send holds size() * recv_count elements; rank r receives block r, reduced. send and recv
+  // must not overlap.
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
                       ReduceOp op) const;
-  // recv holds size() * send_count elements, block r from rank r.
+  // recv holds size() * send_count elements, block r from rank r. In place when send is
+  // block rank() of recv.
   void allgather(const void* send, void* recv, std::size_t send_count, DType type) const;
-  // recv_counts[r] elements from rank r, packed in rank order into recv.
+  // recv_counts[r] elements from rank r, packed in rank order into recv. recv_counts must be
+  // the same on every rank, with size() entries and recv_counts[rank()] == send_count.
   void allgatherv(const void* send, std::size_t send_count, void* recv,
                   std::span<const std::size_t> recv_counts, DType type) const;
   // Like allgather, but only `root` receives (recv may be empty elsewhere).
   void gather(const void* send, void* recv, std::size_t send_count, DType type, int root) const;
 
+  // Nonblocking forms: same arguments and results as the blocking calls (iallreduce uses
+  // MPI's algorithm); the buffers must stay untouched until the Request completes.
   Request ibarrier() const;
   Request ibroadcast(void* data, std::size_t count, DType type, int root) const;
   Request iallreduce(const void* send, void* recv, std::size_t count, DType type,

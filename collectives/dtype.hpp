@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "mpitrain/precision/bfloat16.hpp"
 #include "mpitrain/precision/float16.hpp"

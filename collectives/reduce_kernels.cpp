@@ -1,0 +1,353 @@
+#include "mpitrain/collectives/reduce_kernels.hpp"
+
+#include <bit>
+#include <span>
+
+#include "mpitrain/precision/convert.hpp"
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define MPITRAIN_HAVE_AVX2_PATH 1
+#endif
+
+// Every exported kernel is cloned for x86-64-v3 (AVX2, F16C, FMA) and baseline x86-64; the
+// loader picks the clone for the running CPU (GNU ifunc). The element helpers are forced
+// inline so that each clone vectorizes them with its own instruction set.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define MPITRAIN_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define MPITRAIN_KERNEL
+#endif
+#define MPITRAIN_INLINE [[gnu::always_inline]] inline
+
+namespace mpitrain::detail {
+namespace {
+
+// ---- 16-bit formats: storage <-> fp32 -------------------------------------------------------
+// The scalar conversions of precision/ are inline and branch-free, so loops over them vectorize.
+
+struct Bf16 {
+  MPITRAIN_INLINE static float load(std::uint16_t h) noexcept {
+    return to_float(bfloat16::from_bits(h));
+  }
+  MPITRAIN_INLINE static std::uint16_t store(float x) noexcept { return to_bfloat16(x).bits; }
+};
+
+struct Fp16 {
+  MPITRAIN_INLINE static float load(std::uint16_t h) noexcept {
+    return to_float(float16::from_bits(h));
+  }
+  MPITRAIN_INLINE static std::uint16_t store(float x) noexcept { return to_float16(x).bits; }
+};
+
+// ---- explicit AVX2/F16C kernels for the hot 16-bit paths --------------------------------
+// GCC does not turn the scalar f16 conversions into F16C instructions, and the bf16 rounding
+// vectorizes poorly, so the sums, the averaging step and the conversions have hand-written
+// 8-lane versions. They give results bit-identical to the scalar helpers above (same
+// round-to-nearest-even, same NaN quieting); the loops handle a scalar tail.
+#ifdef MPITRAIN_HAVE_AVX2_PATH
+#define MPITRAIN_AVX2 __attribute__((target("avx2,f16c,fma")))
+
+bool cpu_has_avx2_f16c() noexcept {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+
+struct Bf16x8 {
+  using Scalar = Bf16;
+  MPITRAIN_AVX2 static __m256 load(const std::uint16_t* p) noexcept {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  MPITRAIN_AVX2 static void store(std::uint16_t* p, __m256 x) noexcept {
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    const __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    const __m256i is_nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
+    const __m256i bits = _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
+    // Pack the eight 32-bit lanes (each <= 0xffff) into eight 16-bit values, in order.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+  }
+};
+
+struct Fp16x8 {
+  using Scalar = Fp16;
+  MPITRAIN_AVX2 static __m256 load(const std::uint16_t* p) noexcept {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  MPITRAIN_AVX2 static void store(std::uint16_t* p, __m256 x) noexcept {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+};
+
+// out[i] = round((a[i] + b[i]) / divisor); divisor 1 skips the division. out may equal b:
+// each 8-lane block is loaded before it is stored.
+template <class V>
+MPITRAIN_AVX2 void avx_sum(std::uint16_t* out, const std::uint16_t* a, const std::uint16_t* b,
+                           std::size_t n, int divisor) noexcept {
+  using F = typename V::Scalar;
+  std::size_t i = 0;
+  if (divisor == 1) {
+    for (; i + 8 <= n; i += 8) V::store(out + i, _mm256_add_ps(V::load(a + i), V::load(b + i)));
+    for (; i < n; ++i) out[i] = F::store(F::load(a[i]) + F::load(b[i]));
+  } else {
+    const float d = static_cast<float>(divisor);
+    const __m256 dv = _mm256_set1_ps(d);
+    for (; i + 8 <= n; i += 8) {
+      V::store(out + i, _mm256_div_ps(_mm256_add_ps(V::load(a + i), V::load(b + i)), dv));
+    }
+    for (; i < n; ++i) out[i] = F::store((F::load(a[i]) + F::load(b[i])) / d);
+  }
+}
+
+template <class V>
+MPITRAIN_AVX2 void avx_narrow(const float* src, std::uint16_t* dst, std::size_t n,
+                              int divisor) noexcept {
+  const float d = static_cast<float>(divisor);
+  const __m256 dv = _mm256_set1_ps(d);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) V::store(dst + i, _mm256_div_ps(_mm256_loadu_ps(src + i), dv));
+  for (; i < n; ++i) dst[i] = V::Scalar::store(src[i] / d);
+}
+
+// Returns true when it handled the 16-bit sum/average (the CPU has AVX2 and F16C).
+bool fast_half_sum(void* out, const void* a, const void* b, std::size_t n, DType type,
+                   int divisor) noexcept {
+  if (!cpu_has_avx2_f16c()) return false;
+  auto* o = static_cast<std::uint16_t*>(out);
+  const auto* x = static_cast<const std::uint16_t*>(a);
+  const auto* y = static_cast<const std::uint16_t*>(b);
+  if (type == DType::bf16) avx_sum<Bf16x8>(o, x, y, n, divisor);
+  else avx_sum<Fp16x8>(o, x, y, n, divisor);
+  return true;
+}
+bool fast_narrow(const float* src, void* dst, std::size_t n, DType type, int divisor) noexcept {
+  if (!cpu_has_avx2_f16c()) return false;
+  auto* d = static_cast<std::uint16_t*>(dst);
+  if (type == DType::bf16) avx_narrow<Bf16x8>(src, d, n, divisor);
+  else avx_narrow<Fp16x8>(src, d, n, divisor);
+  return true;
+}
+#else
+bool fast_half_sum(void*, const void*, const void*, std::size_t, DType, int) noexcept {
+  return false;
+}
+bool fast_narrow(const float*, void*, std::size_t, DType, int) noexcept { return false; }
+#endif
+
+// ---- element operations -----------------------------------------------------------------
+
+template <class T> MPITRAIN_INLINE T add(T a, T b) noexcept {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;  // wrap around instead of signed-overflow UB
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return a + b;
+  }
+}
+template <class T> MPITRAIN_INLINE T max_of(T a, T b) noexcept {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a || b != b) return a + b;  // NaN propagates
+  }
+  return a < b ? b : a;
+}
+template <class T> MPITRAIN_INLINE T min_of(T a, T b) noexcept {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a || b != b) return a + b;
+  }
+  return b < a ? b : a;
+}
+
+// 16-bit max/min compare in fp32; ties (+0/-0) and two NaNs resolve by bit pattern so that the
+// result does not depend on the order of the operands.
+template <class F> MPITRAIN_INLINE std::uint16_t max16(std::uint16_t a, std::uint16_t b) noexcept {
+  const float fa = F::load(a);
+  const float fb = F::load(b);
+  const bool nan_a = fa != fa;
+  const bool nan_b = fb != fb;
+  if (nan_a || nan_b) return nan_a && nan_b ? (a > b ? a : b) : (nan_a ? a : b);
+  if (fa != fb) return fa > fb ? a : b;
+  return (a & 0x8000u) ? b : a;  // equal values: prefer +0
+}
+template <class F> MPITRAIN_INLINE std::uint16_t min16(std::uint16_t a, std::uint16_t b) noexcept {
+  const float fa = F::load(a);
+  const float fb = F::load(b);
+  const bool nan_a = fa != fa;
+  const bool nan_b = fb != fb;
+  if (nan_a || nan_b) return nan_a && nan_b ? (a > b ? a : b) : (nan_a ? a : b);
+  if (fa != fb) return fa < fb ? a : b;
+  return (a & 0x8000u) ? a : b;  // equal values: prefer -0
+}
+
+template <class S, class Op>
+MPITRAIN_INLINE void loop_io(S* __restrict io, const S* __restrict in, std::size_t n, Op op) {
+  for (std::size_t i = 0; i < n; ++i) io[i] = op(in[i], io[i]);
+}
+template <class S, class Op>
+MPITRAIN_INLINE void loop_out(S* __restrict out, const S* __restrict a, const S* __restrict b,
+                              std::size_t n, Op op) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
+}
+// out[i] = op(a[i], b[i]) where out is either b exactly or disjoint from both.
+template <class S, class Op>
+MPITRAIN_INLINE void binary(void* out, const void* a, const void* b, std::size_t n, Op op) {
+  if (out == b) {
+    loop_io(static_cast<S*>(out), static_cast<const S*>(a), n, op);
+  } else {
+    loop_out(static_cast<S*>(out), static_cast<const S*>(a), static_cast<const S*>(b), n, op);
+  }
+}
+
+template <class T>
+MPITRAIN_INLINE void native_reduce(void* out, const void* a, const void* b, std::size_t n,
+                                   ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: binary<T>(out, a, b, n, [](T x, T y) { return add(x, y); }); return;
+    case ReduceOp::max: binary<T>(out, a, b, n, [](T x, T y) { return max_of(x, y); }); return;
+    case ReduceOp::min: binary<T>(out, a, b, n, [](T x, T y) { return min_of(x, y); }); return;
+  }
+}
+
+template <class F>
+MPITRAIN_INLINE void half_reduce(void* out, const void* a, const void* b, std::size_t n,
+                                 ReduceOp op) {
+  using S = std::uint16_t;
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      binary<S>(out, a, b, n, [](S x, S y) { return F::store(F::load(x) + F::load(y)); });
+      return;
+    case ReduceOp::max: binary<S>(out, a, b, n, [](S x, S y) { return max16<F>(x, y); }); return;
+    case ReduceOp::min: binary<S>(out, a, b, n, [](S x, S y) { return min16<F>(x, y); }); return;
+  }
+}
+
+MPITRAIN_INLINE void reduce_any(void* out, const void* a, const void* b, std::size_t n,
+                                DType type, ReduceOp op) {
+  switch (type) {
+    case DType::f32: native_reduce<float>(out, a, b, n, op); return;
+    case DType::f64: native_reduce<double>(out, a, b, n, op); return;
+    case DType::i32: native_reduce<std::int32_t>(out, a, b, n, op); return;
+    case DType::i64: native_reduce<std::int64_t>(out, a, b, n, op); return;
+    case DType::u8: native_reduce<std::uint8_t>(out, a, b, n, op); return;
+    case DType::bf16: half_reduce<Bf16>(out, a, b, n, op); return;
+    case DType::f16: half_reduce<Fp16>(out, a, b, n, op); return;
+  }
+}
+
+template <class T>
+MPITRAIN_INLINE void native_sum_divide(void* out, const void* a, const void* b, std::size_t n,
+                                       int divisor) {
+  const T d = static_cast<T>(divisor);
+  binary<T>(out, a, b, n, [d](T x, T y) { return static_cast<T>(add(x, y) / d); });
+}
+
+template <class F>
+MPITRAIN_INLINE void half_sum_divide(void* out, const void* a, const void* b, std::size_t n,
+                                     int divisor) {
+  using S = std::uint16_t;
+  const float d = static_cast<float>(divisor);
+  binary<S>(out, a, b, n, [d](S x, S y) { return F::store((F::load(x) + F::load(y)) / d); });
+}
+
+template <class T>
+MPITRAIN_INLINE void native_divide(void* data, std::size_t n, int divisor) {
+  T* p = static_cast<T*>(data);
+  const T d = static_cast<T>(divisor);
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / d);
+}
+
+template <class F> MPITRAIN_INLINE void half_divide(void* data, std::size_t n, int divisor) {
+  auto* p = static_cast<std::uint16_t*>(data);
+  const float d = static_cast<float>(divisor);
+  for (std::size_t i = 0; i < n; ++i) p[i] = F::store(F::load(p[i]) / d);
+}
+
+template <class F>
+MPITRAIN_INLINE void half_narrow(const float* __restrict src, void* dst, std::size_t n,
+                                 int divisor) {
+  auto* __restrict d = static_cast<std::uint16_t*>(dst);
+  const float div = static_cast<float>(divisor);
+  for (std::size_t i = 0; i < n; ++i) d[i] = F::store(src[i] / div);
+}
+
+constexpr bool is_half(DType type) noexcept { return type == DType::bf16 || type == DType::f16; }
+constexpr bool is_half_sum(DType type, ReduceOp op) noexcept {
+  return is_half(type) && (op == ReduceOp::sum || op == ReduceOp::avg);
+}
+
+}  // namespace
+
+MPITRAIN_KERNEL void reduce_inplace(void* inout, const void* in, std::size_t count, DType type,
+                                    ReduceOp op) noexcept {
+  if (is_half_sum(type, op) && fast_half_sum(inout, in, inout, count, type, 1)) return;
+  reduce_any(inout, in, inout, count, type, op);
+}
+
+MPITRAIN_KERNEL void reduce_into(void* out, const void* a, const void* b, std::size_t count,
+                                 DType type, ReduceOp op) noexcept {
+  if (is_half_sum(type, op) && fast_half_sum(out, a, b, count, type, 1)) return;
+  reduce_any(out, a, b, count, type, op);
+}
+
+MPITRAIN_KERNEL void sum_and_divide(void* out, const void* a, const void* b, std::size_t count,
+                                    DType type, int divisor) noexcept {
+  if (is_half(type) && fast_half_sum(out, a, b, count, type, divisor)) return;
+  switch (type) {
+    case DType::f32: native_sum_divide<float>(out, a, b, count, divisor); return;
+    case DType::f64: native_sum_divide<double>(out, a, b, count, divisor); return;
+    case DType::i32: native_sum_divide<std::int32_t>(out, a, b, count, divisor); return;
+    case DType::i64: native_sum_divide<std::int64_t>(out, a, b, count, divisor); return;
+    case DType::u8: native_sum_divide<std::uint8_t>(out, a, b, count, divisor); return;
+    case DType::bf16: half_sum_divide<Bf16>(out, a, b, count, divisor); return;
+    case DType::f16: half_sum_divide<Fp16>(out, a, b, count, divisor); return;
+  }
+}
+
+MPITRAIN_KERNEL void divide_inplace(void* data, std::size_t count, DType type,
+                                    int divisor) noexcept {
+  switch (type) {
+    case DType::f32: native_divide<float>(data, count, divisor); return;
+    case DType::f64: native_divide<double>(data, count, divisor); return;
+    case DType::i32: native_divide<std::int32_t>(data, count, divisor); return;
+    case DType::i64: native_divide<std::int64_t>(data, count, divisor); return;
+    case DType::u8: native_divide<std::uint8_t>(data, count, divisor); return;
+    case DType::bf16: half_divide<Bf16>(data, count, divisor); return;
+    case DType::f16: half_divide<Fp16>(data, count, divisor); return;
+  }
+}
+
+void widen_to_f32(const void* src, float* dst, std::size_t count, DType type) noexcept {
+  if (type == DType::bf16) {
+    convert(std::span<const bfloat16>(static_cast<const bfloat16*>(src), count),
+            std::span<float>(dst, count));
+  } else if (type == DType::f16) {
+    convert(std::span<const float16>(static_cast<const float16*>(src), count),
+            std::span<float>(dst, count));
+  }
+}
+
+MPITRAIN_KERNEL void narrow_from_f32(const float* src, void* dst, std::size_t count, DType type,
+                                     int divisor) noexcept {
+  if (divisor == 1 && type == DType::bf16) {
+    convert(std::span<const float>(src, count),
+            std::span<bfloat16>(static_cast<bfloat16*>(dst), count));
+    return;
+  }
+  if (divisor == 1 && type == DType::f16) {
+    convert(std::span<const float>(src, count), std::span<float16>(static_cast<float16*>(dst), count));
+    return;
+  }
+  if (is_half(type) && fast_narrow(src, dst, count, type, divisor)) return;
+  if (type == DType::bf16) half_narrow<Bf16>(src, dst, count, divisor);
+  if (type == DType::f16) half_narrow<Fp16>(src, dst, count, divisor);
+}
+
+}  // namespace mpitrain::detail

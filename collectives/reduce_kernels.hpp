@@ -1,0 +1,46 @@
+#pragma once
+// Element-wise reduction kernels shared by the MPI user ops and the ring allreduce
+// (internal to collectives/; buffers are untyped, counts in elements of `type`).
+//
+// Semantics per element, for every DType:
+//   sum: a + b; 16-bit formats widen both to fp32, add, and round once to nearest even.
+//   max/min: the larger/smaller value; for floating types a NaN operand makes the result NaN
+//            (NaN propagates, as torch.maximum does), and for 16-bit formats +0 beats -0 in
+//            max (and -0 wins min), so the result does not depend on the operand order.
+//   avg: combines as sum; the finishing step divides (see sum_and_divide / divide_inplace).
+// Integer sums wrap around (two's complement), integer division truncates toward zero.
+//
+// Cost: one pass over the operands, memory-bound; the loops are compiled twice (x86-64-v3
+// with AVX2/F16C and baseline x86-64) and the CPU picks the version at load time.
+
+#include <cstddef>
+
+#include "mpitrain/collectives/dtype.hpp"
+
+namespace mpitrain::detail {
+
+// inout[i] = in[i] (op) inout[i]. `in` and `inout` must not overlap.
+void reduce_inplace(void* inout, const void* in, std::size_t count, DType type,
+                    ReduceOp op) noexcept;
+
+// out[i] = a[i] (op) b[i]. `out` may be `b` exactly; otherwise no overlap.
+void reduce_into(void* out, const void* a, const void* b, std::size_t count, DType type,
+                 ReduceOp op) noexcept;
+
+// out[i] = (a[i] + b[i]) / divisor, the last combining step of an average: 16-bit formats
+// add and divide in fp32 and round once; f32/f64 round the sum, then the quotient; integers
+// truncate. `out` may be `b` exactly; otherwise no overlap.
+void sum_and_divide(void* out, const void* a, const void* b, std::size_t count, DType type,
+                    int divisor) noexcept;
+
+// data[i] = data[i] / divisor (integers truncate; 16-bit formats divide in fp32, round once).
+void divide_inplace(void* data, std::size_t count, DType type, int divisor) noexcept;
+
+// dst[i] = float(src[i]) for a 16-bit format (bf16 or f16); exact.
+void widen_to_f32(const void* src, float* dst, std::size_t count, DType type) noexcept;
+
+// dst[i] = round(src[i] / divisor) into a 16-bit format (bf16 or f16), one rounding.
+void narrow_from_f32(const float* src, void* dst, std::size_t count, DType type,
+                     int divisor) noexcept;
+
+}  // namespace mpitrain::detail
