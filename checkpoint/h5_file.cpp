@@ -1,0 +1,705 @@
+#include "mpitrain/checkpoint/h5_file.hpp"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+
+namespace mpitrain::checkpoint {
+
+static_assert(std::is_same_v<hid_t, std::int64_t>,
+              "H5Id stores identifiers as int64_t: HDF5 1.10 or later is required");
+
+namespace {
+
+// Switches HDF5's automatic error printing off for this thread's default error stack while
+// in scope, and restores whatever handler was installed before (a host program's own).
+class QuietErrors {
+ public:
+  QuietErrors() noexcept {
+    if (H5Eget_auto2(H5E_DEFAULT, &func_, &data_) >= 0) {
+      saved_ = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
+    }
+  }
+  ~QuietErrors() {
+    if (saved_) H5Eset_auto2(H5E_DEFAULT, func_, data_);
+  }
+  QuietErrors(const QuietErrors&) = delete;
+  QuietErrors& operator=(const QuietErrors&) = delete;
+
+ private:
+  H5E_auto2_t func_ = nullptr;
+  void* data_ = nullptr;
+  bool saved_ = false;
+};
+
+herr_t collect_error(unsigned /*n*/, const H5E_error2_t* err, void* client) {
+  auto* lines = static_cast<std::vector<std::string>*>(client);
+  std::string line = err->func_name != nullptr ? err->func_name : "?";
+  line += ": ";
+  line += err->desc != nullptr ? err->desc : "(no description)";
+  lines->push_back(std::move(line));
+  return 0;
+}
+
+// Returns the innermost entries of this thread's HDF5 error stack, innermost first.
+std::string error_stack_text() {
+  std::vector<std::string> lines;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &lines);
+  H5Eclear2(H5E_DEFAULT);
+  std::string text;
+  constexpr std::size_t kMaxLines = 3;  // the innermost ones say what actually went wrong
+  std::size_t used = 0;
+  for (auto it = lines.rbegin(); it != lines.rend() && used < kMaxLines; ++it, ++used) {
+    if (!text.empty()) text += " <- ";
+    text += *it;
+  }
+  return text;
+}
+
+[[noreturn]] void fail(std::string_view call, const std::string& file, const std::string& object,
+                       std::string_view detail = {}) {
+  std::string msg = "HDF5 ";
+  msg += call;
+  msg += " failed for '" + object + "' in file '" + file + "'";
+  if (!detail.empty()) {
+    msg += ": ";
+    msg += detail;
+  }
+  const std::string stack = error_stack_text();
+  if (!stack.empty()) msg += " [HDF5: " + stack + "]";
+  throw H5Error(msg);
+}
+
+// Throws a format error (not an HDF5 call failure) naming file and object.
+[[noreturn]] void invalid(const std::string& file, const std::string& object,
+                          std::string_view what) {
+  std::string msg = "checkpoint file '" + file + "', object '" + object + "': ";
+  msg += what;
+  throw H5Error(msg);
+}
+
+hid_t check_id(hid_t id, std::string_view call, const std::string& file,
+               const std::string& object) {
+  if (id < 0) fail(call, file, object);
+  return id;
+}
+
+void check(herr_t rc, std::string_view call, const std::string& file, const std::string& object) {
+  if (rc < 0) fail(call, file, object);
+}
+
+std::string join_path(const std::string& base, std::string_view name) {
+  std::string out = base;
+  if (out.empty() || out.back() != '/') out += '/';
+  out += name;
+  return out;
+}
+
+// Rejects relative paths HDF5 would interpret specially: empty, absolute, "." / ".."
+// components or empty components ("a//b").
+void check_relative_name(const std::string& file, const std::string& base, std::string_view name) {
+  if (name.empty() || name.front() == '/' || name.back() == '/') {
+    invalid(file, base, "invalid name '" + std::string(name) + "'");
+  }
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    const std::size_t end = std::min(name.find('/', start), name.size());
+    const std::string_view part = name.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") {
+      invalid(file, base, "invalid name '" + std::string(name) + "'");
+    }
+    start = end + 1;
+  }
+}
+
+H5Id make_plist(hid_t cls, const std::string& file, const std::string& object) {
+  return {check_id(H5Pcreate(cls), "H5Pcreate", file, object), H5Id::Kind::plist};
+}
+
+H5Id link_create_plist(const std::string& file, const std::string& object) {
+  H5Id lcpl = make_plist(H5P_LINK_CREATE, file, object);
+  check(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group", file,
+        object);
+  check(H5Pset_char_encoding(lcpl.get(), H5T_CSET_UTF8), "H5Pset_char_encoding", file, object);
+  return lcpl;
+}
+
+// Returns a fixed-length, NUL-padded UTF-8 string type of `bytes` bytes (at least 1: HDF5
+// has no zero-length fixed strings).
+H5Id string_type(std::size_t bytes, const std::string& file, const std::string& object) {
+  H5Id type(check_id(H5Tcopy(H5T_C_S1), "H5Tcopy", file, object), H5Id::Kind::datatype);
+  check(H5Tset_size(type.get(), std::max<std::size_t>(bytes, 1)), "H5Tset_size", file, object);
+  check(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), "H5Tset_strpad", file, object);
+  check(H5Tset_cset(type.get(), H5T_CSET_UTF8), "H5Tset_cset", file, object);
+  return type;
+}
+
+std::string strip_trailing_nuls(std::string s) {
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+// Returns the chunk shape for a dataset: whole trailing rows, split along the leading
+// dimensions so that one chunk holds about chunk_bytes of float32 values.
+std::vector<hsize_t> chunk_dims(const nn::Shape& shape, std::size_t chunk_bytes) {
+  const std::size_t target = std::max<std::size_t>(chunk_bytes / sizeof(float), 1);
+  std::vector<hsize_t> chunk(shape.begin(), shape.end());
+  for (std::size_t i = 0; i < chunk.size(); ++i) {
+    std::size_t rest = 1;  // elements per unit of dimension i
+    for (std::size_t j = i + 1; j < chunk.size(); ++j) rest *= chunk[j];
+    if (chunk[i] * rest <= target) break;
+    const std::size_t units = target / rest;
+    chunk[i] = std::max<std::size_t>(units, 1);
+    if (units >= 1) break;
+  }
+  return chunk;
+}
+
+struct OpenedDataset {
+  H5Id dataset;
+  H5Id type;
+  H5Id space;
+};
+
+// Returns true when `name` (relative to loc) resolves through hard links only.
+bool hard_path_exists(hid_t loc, std::string_view name, const std::string& file,
+                      const std::string& base) {
+  std::string prefix;
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    const std::size_t end = std::min(name.find('/', start), name.size());
+    if (!prefix.empty()) prefix += '/';
+    prefix += name.substr(start, end - start);
+    const htri_t exists = H5Lexists(loc, prefix.c_str(), H5P_DEFAULT);
+    if (exists < 0) fail("H5Lexists", file, join_path(base, prefix));
+    if (exists == 0) return false;
+    H5L_info_t info;
+    check(H5Lget_info(loc, prefix.c_str(), &info, H5P_DEFAULT), "H5Lget_info", file,
+          join_path(base, prefix));
+    if (info.type != H5L_TYPE_HARD) {
+      invalid(file, join_path(base, prefix), "is a soft or external link; only hard links are read");
+    }
+    start = end + 1;
+  }
+  return true;
+}
+
+H5O_type_t object_type(hid_t loc, std::string_view name, const std::string& file,
+                       const std::string& base) {
+  check_relative_name(file, base, name);
+  const std::string full = join_path(base, name);
+  if (!hard_path_exists(loc, name, file, base)) invalid(file, full, "does not exist");
+  H5O_info_t info;
+  check(H5Oget_info_by_name2(loc, std::string(name).c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT),
+        "H5Oget_info_by_name2", file, full);
+  return info.type;
+}
+
+OpenedDataset open_dataset(hid_t loc, std::string_view name, const std::string& file,
+                           const std::string& base) {
+  const std::string full = join_path(base, name);
+  if (object_type(loc, name, file, base) != H5O_TYPE_DATASET) invalid(file, full, "is not a dataset");
+  OpenedDataset d;
+  d.dataset = H5Id(check_id(H5Dopen2(loc, std::string(name).c_str(), H5P_DEFAULT), "H5Dopen2",
+                            file, full),
+                   H5Id::Kind::dataset);
+  d.type = H5Id(check_id(H5Dget_type(d.dataset.get()), "H5Dget_type", file, full),
+                H5Id::Kind::datatype);
+  d.space = H5Id(check_id(H5Dget_space(d.dataset.get()), "H5Dget_space", file, full),
+                 H5Id::Kind::dataspace);
+  return d;
+}
+
+std::string describe_type(hid_t type) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const std::size_t size = H5Tget_size(type);
+  std::string name;
+  switch (cls) {
+    case H5T_INTEGER: name = "integer"; break;
+    case H5T_FLOAT: name = "float"; break;
+    case H5T_STRING: name = "string"; break;
+    default: name = "type class " + std::to_string(static_cast<int>(cls)); break;
+  }
+  return name + " of " + std::to_string(size) + " bytes";
+}
+
+nn::Shape dataspace_shape(hid_t space, const std::string& file, const std::string& object) {
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 0) fail("H5Sget_simple_extent_ndims", file, object);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0 && H5Sget_simple_extent_dims(space, dims.data(), nullptr) < 0) {
+    fail("H5Sget_simple_extent_dims", file, object);
+  }
+  return nn::Shape(dims.begin(), dims.end());
+}
+
+// Throws unless the dataset is chunked with the Fletcher32 filter (datasets HDF5 cannot
+// chunk, scalars and empty ones, are exempt).
+void require_checksum(const OpenedDataset& d, const nn::Shape& shape, const std::string& file,
+                      const std::string& object) {
+  if (shape.empty() || nn::numel(shape) == 0) return;
+  H5Id dcpl(check_id(H5Dget_create_plist(d.dataset.get()), "H5Dget_create_plist", file, object),
+            H5Id::Kind::plist);
+  const int nfilters = H5Pget_nfilters(dcpl.get());
+  if (nfilters < 0) fail("H5Pget_nfilters", file, object);
+  for (int i = 0; i < nfilters; ++i) {
+    unsigned flags = 0;
+    std::size_t nelmts = 0;
+    unsigned config = 0;
+    const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nelmts,
+                                           nullptr, 0, nullptr, &config);
+    if (id < 0) fail("H5Pget_filter2", file, object);
+    if (id == H5Z_FILTER_FLETCHER32) return;
+  }
+  invalid(file, object, "dataset has no Fletcher32 checksum filter");
+}
+
+H5Id verifying_transfer_plist(const std::string& file, const std::string& object) {
+  H5Id dxpl = make_plist(H5P_DATASET_XFER, file, object);
+  check(H5Pset_edc_check(dxpl.get(), H5Z_ENABLE_EDC), "H5Pset_edc_check", file, object);
+  return dxpl;
+}
+
+H5Id open_attribute(hid_t obj, std::string_view name, const std::string& file,
+                    const std::string& object) {
+  const std::string n(name);
+  const htri_t exists = H5Aexists(obj, n.c_str());
+  if (exists < 0) fail("H5Aexists", file, object + "@" + n);
+  if (exists == 0) invalid(file, object, "has no attribute '" + n + "'");
+  return {check_id(H5Aopen(obj, n.c_str(), H5P_DEFAULT), "H5Aopen", file, object + "@" + n),
+          H5Id::Kind::attribute};
+}
+
+// Throws unless the attribute holds exactly one element.
+void require_single_element(hid_t attr, const std::string& file, const std::string& where) {
+  H5Id space(check_id(H5Aget_space(attr), "H5Aget_space", file, where), H5Id::Kind::dataspace);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 0) fail("H5Sget_simple_extent_npoints", file, where);
+  if (n != 1) invalid(file, where, "attribute holds " + std::to_string(n) + " values, not 1");
+}
+
+H5AttributeKind kind_of_type(hid_t type) {
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER: return H5AttributeKind::integer;
+    case H5T_FLOAT: return H5AttributeKind::floating;
+    case H5T_STRING: return H5AttributeKind::string;
+    default: return H5AttributeKind::other;
+  }
+}
+
+void write_scalar_attribute(hid_t obj, std::string_view name, hid_t file_type, hid_t mem_type,
+                            const void* value, const std::string& file,
+                            const std::string& object) {
+  const std::string n(name);
+  const std::string where = object + "@" + n;
+  if (n.empty()) invalid(file, object, "empty attribute name");
+  H5Id space(check_id(H5Screate(H5S_SCALAR), "H5Screate", file, where), H5Id::Kind::dataspace);
+  H5Id acpl = make_plist(H5P_ATTRIBUTE_CREATE, file, where);
+  check(H5Pset_char_encoding(acpl.get(), H5T_CSET_UTF8), "H5Pset_char_encoding", file, where);
+  H5Id attr(check_id(H5Acreate2(obj, n.c_str(), file_type, space.get(), acpl.get(), H5P_DEFAULT),
+                     "H5Acreate2", file, where),
+            H5Id::Kind::attribute);
+  check(H5Awrite(attr.get(), mem_type, value), "H5Awrite", file, where);
+  check(attr.close(), "H5Aclose", file, where);
+}
+
+}  // namespace
+
+// ---- H5Id ------------------------------------------------------------------------------------
+
+H5Id::H5Id(H5Id&& other) noexcept : id_(std::exchange(other.id_, -1)), kind_(other.kind_) {}
+
+H5Id& H5Id::operator=(H5Id&& other) noexcept {
+  if (this != &other) {
+    close();
+    id_ = std::exchange(other.id_, -1);
+    kind_ = other.kind_;
+  }
+  return *this;
+}
+
+H5Id::~H5Id() { close(); }
+
+int H5Id::close() noexcept {
+  if (id_ < 0) return 0;
+  const QuietErrors quiet;
+  const hid_t id = std::exchange(id_, -1);
+  switch (kind_) {
+    case Kind::file: return H5Fclose(id);
+    case Kind::group: return H5Gclose(id);
+    case Kind::dataset: return H5Dclose(id);
+    case Kind::dataspace: return H5Sclose(id);
+    case Kind::datatype: return H5Tclose(id);
+    case Kind::attribute: return H5Aclose(id);
+    case Kind::plist: return H5Pclose(id);
+  }
+  return -1;
+}
+
+// ---- H5Object: attributes ---------------------------------------------------------------------
+
+std::string H5Object::child_path(std::string_view name) const { return join_path(path_, name); }
+
+bool H5Object::has_attribute(std::string_view name) const {
+  const QuietErrors quiet;
+  const std::string n(name);
+  const htri_t exists = H5Aexists(id_.get(), n.c_str());
+  if (exists < 0) fail("H5Aexists", file_, path_ + "@" + n);
+  return exists > 0;
+}
+
+namespace {
+herr_t collect_attribute_name(hid_t, const char* name, const H5A_info_t*, void* client) {
+  static_cast<std::vector<std::string>*>(client)->emplace_back(name);
+  return 0;
+}
+herr_t collect_link_name(hid_t, const char* name, const H5L_info_t*, void* client) {
+  static_cast<std::vector<std::string>*>(client)->emplace_back(name);
+  return 0;
+}
+}  // namespace
+
+std::vector<std::string> H5Object::attribute_names() const {
+  const QuietErrors quiet;
+  std::vector<std::string> names;
+  hsize_t idx = 0;
+  check(H5Aiterate2(id_.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attribute_name, &names),
+        "H5Aiterate2", file_, path_);
+  return names;
+}
+
+H5AttributeKind H5Object::attribute_kind(std::string_view name) const {
+  const QuietErrors quiet;
+  const std::string where = path_ + "@" + std::string(name);
+  H5Id attr = open_attribute(id_.get(), name, file_, path_);
+  H5Id type(check_id(H5Aget_type(attr.get()), "H5Aget_type", file_, where), H5Id::Kind::datatype);
+  return kind_of_type(type.get());
+}
+
+void H5Object::write_int64_attribute(std::string_view name, std::int64_t value) {
+  const QuietErrors quiet;
+  write_scalar_attribute(id_.get(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value, file_, path_);
+}
+
+void H5Object::write_double_attribute(std::string_view name, double value) {
+  const QuietErrors quiet;
+  write_scalar_attribute(id_.get(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value, file_, path_);
+}
+
+void H5Object::write_string_attribute(std::string_view name, std::string_view value) {
+  const QuietErrors quiet;
+  const std::string where = path_ + "@" + std::string(name);
+  H5Id type = string_type(value.size(), file_, where);
+  std::string padded(value);
+  padded.resize(std::max<std::size_t>(value.size(), 1), '\0');
+  write_scalar_attribute(id_.get(), name, type.get(), type.get(), padded.data(), file_, path_);
+}
+
+std::int64_t H5Object::read_int64_attribute(std::string_view name) const {
+  const QuietErrors quiet;
+  const std::string where = path_ + "@" + std::string(name);
+  H5Id attr = open_attribute(id_.get(), name, file_, path_);
+  H5Id type(check_id(H5Aget_type(attr.get()), "H5Aget_type", file_, where), H5Id::Kind::datatype);
+  if (H5Tget_class(type.get()) != H5T_INTEGER) {
+    invalid(file_, where, "expected an integer attribute, found " + describe_type(type.get()));
+  }
+  require_single_element(attr.get(), file_, where);
+  std::int64_t value = 0;
+  check(H5Aread(attr.get(), H5T_NATIVE_INT64, &value), "H5Aread", file_, where);
+  return value;
+}
+
+double H5Object::read_double_attribute(std::string_view name) const {
+  const QuietErrors quiet;
+  const std::string where = path_ + "@" + std::string(name);
+  H5Id attr = open_attribute(id_.get(), name, file_, path_);
+  H5Id type(check_id(H5Aget_type(attr.get()), "H5Aget_type", file_, where), H5Id::Kind::datatype);
+  if (H5Tget_class(type.get()) != H5T_FLOAT) {
+    invalid(file_, where, "expected a float attribute, found " + describe_type(type.get()));
+  }
+  require_single_element(attr.get(), file_, where);
+  double value = 0.0;
+  check(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value), "H5Aread", file_, where);
+  return value;
+}
+
+std::string H5Object::read_string_attribute(std::string_view name) const {
+  const QuietErrors quiet;
+  const std::string where = path_ + "@" + std::string(name);
+  H5Id attr = open_attribute(id_.get(), name, file_, path_);
+  H5Id type(check_id(H5Aget_type(attr.get()), "H5Aget_type", file_, where), H5Id::Kind::datatype);
+  if (H5Tget_class(type.get()) != H5T_STRING) {
+    invalid(file_, where, "expected a string attribute, found " + describe_type(type.get()));
+  }
+  const htri_t variable = H5Tis_variable_str(type.get());
+  if (variable < 0) fail("H5Tis_variable_str", file_, where);
+  if (variable > 0) invalid(file_, where, "variable-length strings are not supported");
+  require_single_element(attr.get(), file_, where);
+  const std::size_t size = H5Tget_size(type.get());
+  H5Id mem = string_type(size, file_, where);
+  std::string value(size, '\0');
+  check(H5Aread(attr.get(), mem.get(), value.data()), "H5Aread", file_, where);
+  return strip_trailing_nuls(std::move(value));
+}
+
+// ---- H5Group --------------------------------------------------------------------------------
+
+H5Group H5Group::create_group(std::string_view name) {
+  const QuietErrors quiet;
+  check_relative_name(file_, path_, name);
+  const std::string full = child_path(name);
+  H5Id lcpl = link_create_plist(file_, full);
+  H5Id id(check_id(H5Gcreate2(id_.get(), std::string(name).c_str(), lcpl.get(), H5P_DEFAULT,
+                              H5P_DEFAULT),
+                   "H5Gcreate2", file_, full),
+          H5Id::Kind::group);
+  return H5Group(std::move(id), file_, full);
+}
+
+H5Group H5Group::require_group(std::string_view name) {
+  if (contains(name)) return open_group(name);
+  return create_group(name);
+}
+
+H5Group H5Group::open_group(std::string_view name) const {
+  const QuietErrors quiet;
+  const std::string full = child_path(name);
+  if (object_type(id_.get(), name, file_, path_) != H5O_TYPE_GROUP) {
+    invalid(file_, full, "is not a group");
+  }
+  H5Id id(check_id(H5Gopen2(id_.get(), std::string(name).c_str(), H5P_DEFAULT), "H5Gopen2", file_,
+                   full),
+          H5Id::Kind::group);
+  return H5Group(std::move(id), file_, full);
+}
+
+bool H5Group::contains(std::string_view name) const {
+  const QuietErrors quiet;
+  check_relative_name(file_, path_, name);
+  return hard_path_exists(id_.get(), name, file_, path_);
+}
+
+H5ChildKind H5Group::child_kind(std::string_view name) const {
+  const QuietErrors quiet;
+  switch (object_type(id_.get(), name, file_, path_)) {
+    case H5O_TYPE_GROUP: return H5ChildKind::group;
+    case H5O_TYPE_DATASET: return H5ChildKind::dataset;
+    default: return H5ChildKind::other;
+  }
+}
+
+std::vector<std::string> H5Group::child_names() const {
+  const QuietErrors quiet;
+  std::vector<std::string> names;
+  hsize_t idx = 0;
+  check(H5Literate(id_.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect_link_name, &names),
+        "H5Literate", file_, path_);
+  return names;
+}
+
+void H5Group::write_tensor(std::string_view name, std::span<const float> data,
+                           const nn::Shape& shape, const DatasetOptions& options) {
+  const QuietErrors quiet;
+  check_relative_name(file_, path_, name);
+  const std::string full = child_path(name);
+  const std::size_t count = nn::numel(shape);
+  if (count != data.size()) {
+    invalid(file_, full, std::to_string(data.size()) + " values cannot have shape " +
+                             nn::to_string(shape));
+  }
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  H5Id space(shape.empty()
+                 ? check_id(H5Screate(H5S_SCALAR), "H5Screate", file_, full)
+                 : check_id(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                            "H5Screate_simple", file_, full),
+             H5Id::Kind::dataspace);
+  H5Id dcpl = make_plist(H5P_DATASET_CREATE, file_, full);
+  // Every element is written below, so HDF5 need not write fill values first.
+  check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time", file_, full);
+  if (!shape.empty() && count > 0) {
+    const std::vector<hsize_t> chunk = chunk_dims(shape, options.chunk_bytes);
+    check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), "H5Pset_chunk",
+          file_, full);
+    check(H5Pset_fletcher32(dcpl.get()), "H5Pset_fletcher32", file_, full);
+  }
+  H5Id lcpl = link_create_plist(file_, full);
+  H5Id dataset(check_id(H5Dcreate2(id_.get(), std::string(name).c_str(), H5T_IEEE_F32LE,
+                                   space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
+                        "H5Dcreate2", file_, full),
+               H5Id::Kind::dataset);
+  if (count > 0) {
+    check(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()),
+          "H5Dwrite", file_, full + " (" + std::to_string(count) + " floats)");
+  }
+  check(dataset.close(), "H5Dclose", file_, full);
+}
+
+void H5Group::write_tensor(std::string_view name, const nn::Tensor& tensor,
+                           const DatasetOptions& options) {
+  write_tensor(name, tensor.span(), tensor.shape(), options);
+}
+
+bool H5Group::is_tensor(std::string_view name) const {
+  const QuietErrors quiet;
+  if (child_kind(name) != H5ChildKind::dataset) return false;
+  const OpenedDataset d = open_dataset(id_.get(), name, file_, path_);
+  return H5Tget_class(d.type.get()) == H5T_FLOAT;
+}
+
+bool H5Group::is_string(std::string_view name) const {
+  const QuietErrors quiet;
+  if (child_kind(name) != H5ChildKind::dataset) return false;
+  const OpenedDataset d = open_dataset(id_.get(), name, file_, path_);
+  return H5Tget_class(d.type.get()) == H5T_STRING;
+}
+
+namespace {
+// Returns the dataset opened and checked to be float32 with a checksum, and its shape.
+std::pair<OpenedDataset, nn::Shape> open_tensor(hid_t loc, std::string_view name,
+                                                const std::string& file, const std::string& base) {
+  const std::string full = join_path(base, name);
+  OpenedDataset d = open_dataset(loc, name, file, base);
+  if (H5Tget_class(d.type.get()) != H5T_FLOAT || H5Tget_size(d.type.get()) != sizeof(float)) {
+    invalid(file, full, "expected float32 data, found " + describe_type(d.type.get()));
+  }
+  nn::Shape shape = dataspace_shape(d.space.get(), file, full);
+  require_checksum(d, shape, file, full);
+  return {std::move(d), std::move(shape)};
+}
+
+void read_float_data(const OpenedDataset& d, std::span<float> out, const std::string& file,
+                     const std::string& object) {
+  if (out.empty()) return;
+  H5Id dxpl = verifying_transfer_plist(file, object);
+  check(H5Dread(d.dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, dxpl.get(), out.data()),
+        "H5Dread", file, object + " (" + std::to_string(out.size()) + " floats)");
+}
+}  // namespace
+
+nn::Shape H5Group::tensor_shape(std::string_view name) const {
+  const QuietErrors quiet;
+  return open_tensor(id_.get(), name, file_, path_).second;
+}
+
+nn::Tensor H5Group::read_tensor(std::string_view name) const {
+  const QuietErrors quiet;
+  auto [d, shape] = open_tensor(id_.get(), name, file_, path_);
+  nn::Tensor tensor(shape);
+  read_float_data(d, tensor.span(), file_, child_path(name));
+  return tensor;
+}
+
+void H5Group::read_tensor_into(std::string_view name, std::span<float> out,
+                               const nn::Shape& expected_shape) const {
+  const QuietErrors quiet;
+  const std::string full = child_path(name);
+  auto [d, shape] = open_tensor(id_.get(), name, file_, path_);
+  if (shape != expected_shape) {
+    invalid(file_, full, "stored shape " + nn::to_string(shape) + " differs from expected " +
+                             nn::to_string(expected_shape));
+  }
+  if (out.size() != nn::numel(shape)) {
+    invalid(file_, full, "destination holds " + std::to_string(out.size()) + " values, shape " +
+                             nn::to_string(shape) + " needs " + std::to_string(nn::numel(shape)));
+  }
+  read_float_data(d, out, file_, full);
+}
+
+void H5Group::write_string(std::string_view name, std::string_view text) {
+  const QuietErrors quiet;
+  check_relative_name(file_, path_, name);
+  const std::string full = child_path(name);
+  H5Id type = string_type(text.size(), file_, full);
+  const hsize_t one = 1;
+  H5Id space(check_id(H5Screate_simple(1, &one, nullptr), "H5Screate_simple", file_, full),
+             H5Id::Kind::dataspace);
+  H5Id dcpl = make_plist(H5P_DATASET_CREATE, file_, full);
+  check(H5Pset_chunk(dcpl.get(), 1, &one), "H5Pset_chunk", file_, full);
+  check(H5Pset_fletcher32(dcpl.get()), "H5Pset_fletcher32", file_, full);
+  H5Id lcpl = link_create_plist(file_, full);
+  H5Id dataset(check_id(H5Dcreate2(id_.get(), std::string(name).c_str(), type.get(), space.get(),
+                                   lcpl.get(), dcpl.get(), H5P_DEFAULT),
+                        "H5Dcreate2", file_, full),
+               H5Id::Kind::dataset);
+  std::string padded(text);
+  padded.resize(std::max<std::size_t>(text.size(), 1), '\0');
+  check(H5Dwrite(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, padded.data()),
+        "H5Dwrite", file_, full);
+  check(dataset.close(), "H5Dclose", file_, full);
+}
+
+std::string H5Group::read_string(std::string_view name) const {
+  const QuietErrors quiet;
+  const std::string full = child_path(name);
+  OpenedDataset d = open_dataset(id_.get(), name, file_, path_);
+  if (H5Tget_class(d.type.get()) != H5T_STRING) {
+    invalid(file_, full, "expected a string dataset, found " + describe_type(d.type.get()));
+  }
+  const htri_t variable = H5Tis_variable_str(d.type.get());
+  if (variable < 0) fail("H5Tis_variable_str", file_, full);
+  if (variable > 0) invalid(file_, full, "variable-length strings are not supported");
+  const nn::Shape shape = dataspace_shape(d.space.get(), file_, full);
+  if (shape != nn::Shape{1}) {
+    invalid(file_, full, "expected one string (shape [1]), found shape " + nn::to_string(shape));
+  }
+  require_checksum(d, shape, file_, full);
+  const std::size_t size = H5Tget_size(d.type.get());
+  H5Id mem = string_type(size, file_, full);
+  std::string value(size, '\0');
+  H5Id dxpl = verifying_transfer_plist(file_, full);
+  check(H5Dread(d.dataset.get(), mem.get(), H5S_ALL, H5S_ALL, dxpl.get(), value.data()), "H5Dread",
+        file_, full);
+  return strip_trailing_nuls(std::move(value));
+}
+
+// ---- H5File ---------------------------------------------------------------------------------
+
+namespace {
+H5Id file_access_plist(const std::string& file) {
+  H5Id fapl = make_plist(H5P_FILE_ACCESS, file, "/");
+  // A checkpoint file is written once by one process inside a private folder and then only
+  // read, so HDF5's advisory flock adds nothing and fails on file systems without flock
+  // (some NFS and Lustre mounts).
+  check(H5Pset_file_locking(fapl.get(), 0, 1), "H5Pset_file_locking", file, "/");
+  return fapl;
+}
+}  // namespace
+
+H5File H5File::create(const std::filesystem::path& path) {
+  const QuietErrors quiet;
+  const std::string file = path.string();
+  H5Id fapl = file_access_plist(file);
+  H5Id id(check_id(H5Fcreate(file.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()), "H5Fcreate",
+                   file, "/"),
+          H5Id::Kind::file);
+  return H5File(std::move(id), path, true);
+}
+
+H5File H5File::open_read_only(const std::filesystem::path& path) {
+  const QuietErrors quiet;
+  const std::string file = path.string();
+  H5Id fapl = file_access_plist(file);
+  H5Id id(check_id(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.get()), "H5Fopen", file, "/"),
+          H5Id::Kind::file);
+  return H5File(std::move(id), path, false);
+}
+
+H5Group H5File::root() const {
+  const QuietErrors quiet;
+  const std::string file = path_.string();
+  H5Id id(check_id(H5Gopen2(id_.get(), "/", H5P_DEFAULT), "H5Gopen2", file, "/"),
+          H5Id::Kind::group);
+  return H5Group(std::move(id), file, "/");
+}
+
+void H5File::close() {
+  if (!id_.valid()) return;
+  const QuietErrors quiet;
+  const std::string file = path_.string();
+  if (writable_) check(H5Fflush(id_.get(), H5F_SCOPE_LOCAL), "H5Fflush", file, "/");
+  check(id_.close(), "H5Fclose", file, "/");
+}
+
+}  // namespace mpitrain::checkpoint

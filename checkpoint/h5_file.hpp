@@ -1,0 +1,185 @@
+#pragma once
+// RAII wrappers around the HDF5 C API, for checkpoint files.
+//
+// - Every HDF5 identifier (file, group, dataset, dataspace, datatype, attribute, property
+//   list) is owned by one H5Id and closed by its destructor.
+// - Every return code is checked; a failure throws H5Error naming the file, the object path
+//   inside it, the HDF5 call, and the innermost messages of HDF5's error stack.
+// - HDF5 prints its error stack to stderr by default. Each wrapper call runs with that
+//   automatic printing switched off for the calling thread's default error stack (saved and
+//   restored around the call by a scope guard, so a host program's own H5Eset_auto2 setting
+//   is untouched); the stack is read with H5Ewalk2 into the exception message instead.
+// - fp32 tensors are stored as little-endian IEEE float32 datasets with the tensor's shape,
+//   in a chunked layout with the Fletcher32 checksum filter. HDF5 cannot chunk a dataset with
+//   zero elements or a scalar (0-d) dataspace, so those carry no filter (the file-level
+//   XXH3-128 hash in MANIFEST.json still covers them). Readers require the filter on every
+//   other tensor dataset and read with error detection on, so a flipped bit in tensor data is
+//   an error, never a silently wrong value.
+// - Strings are fixed-length UTF-8, NUL-padded (trailing NUL bytes are not preserved), stored
+//   as one-element chunked datasets (with Fletcher32) or as scalar attributes.
+// - Links are followed only when they are hard links: soft and external links in a file are
+//   refused, so reading a checkpoint never opens another file.
+//
+// Names may contain dots ("0.weight"); '/' separates path components.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mpitrain/checkpoint/checkpoint_error.hpp"
+#include "mpitrain/nn/tensor.hpp"
+
+namespace mpitrain::checkpoint {
+
+class H5Error : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
+// One HDF5 identifier and the function that closes it. (hid_t is int64_t in HDF5 1.10 and
+// later; h5_file.cpp checks that, so this header does not need <hdf5.h>.)
+class H5Id {
+ public:
+  enum class Kind : std::uint8_t { file, group, dataset, dataspace, datatype, attribute, plist };
+
+  H5Id() = default;
+  H5Id(std::int64_t id, Kind kind) noexcept : id_(id), kind_(kind) {}
+  H5Id(H5Id&& other) noexcept;
+  H5Id& operator=(H5Id&& other) noexcept;
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+  ~H5Id();
+
+  std::int64_t get() const noexcept { return id_; }
+  bool valid() const noexcept { return id_ >= 0; }
+  // Closes the identifier now; returns the HDF5 status (negative on failure).
+  int close() noexcept;
+
+ private:
+  std::int64_t id_ = -1;
+  Kind kind_ = Kind::plist;
+};
+
+// What an attribute holds, as far as the checkpoint format cares.
+enum class H5AttributeKind : std::uint8_t { integer, floating, string, other };
+// What a link inside a group points to.
+enum class H5ChildKind : std::uint8_t { group, dataset, other };
+
+// Tuning of tensor datasets. Chunks of a few MiB keep HDF5's per-chunk overhead and the
+// Fletcher32 pass small next to the I/O itself.
+struct DatasetOptions {
+  std::size_t chunk_bytes = std::size_t{4} << 20;
+};
+
+// A group or a dataset: attributes and naming shared by both.
+class H5Object {
+ public:
+  // Returns the file this object lives in, as given when it was opened.
+  const std::string& file_name() const noexcept { return file_; }
+  // Returns the absolute path of the object inside the file ("/optimizer/0.weight").
+  const std::string& path() const noexcept { return path_; }
+  // Returns the raw hid_t, for callers who need the C API directly.
+  std::int64_t id() const noexcept { return id_.get(); }
+
+  bool has_attribute(std::string_view name) const;
+  // Returns the attribute names in increasing name order.
+  std::vector<std::string> attribute_names() const;
+  H5AttributeKind attribute_kind(std::string_view name) const;
+
+  // Each writes a new scalar attribute; writing an existing name is an error.
+  void write_int64_attribute(std::string_view name, std::int64_t value);
+  void write_double_attribute(std::string_view name, double value);
+  void write_string_attribute(std::string_view name, std::string_view value);
+
+  // Each returns the attribute's value; the stored type class must match (integer, float,
+  // fixed-length string), otherwise H5Error names the attribute and what it holds.
+  std::int64_t read_int64_attribute(std::string_view name) const;
+  double read_double_attribute(std::string_view name) const;
+  std::string read_string_attribute(std::string_view name) const;
+
+ protected:
+  H5Object(H5Id id, std::string file, std::string path)
+      : id_(std::move(id)), file_(std::move(file)), path_(std::move(path)) {}
+  // Returns the absolute path of `name` relative to this object.
+  std::string child_path(std::string_view name) const;
+
+  H5Id id_;
+  std::string file_;
+  std::string path_;
+};
+
+class H5Group : public H5Object {
+ public:
+  // Returns a new group at `name` (a relative path; missing intermediate groups are created).
+  H5Group create_group(std::string_view name);
+  // Returns the group at `name` if it exists, otherwise creates it (and its parents).
+  H5Group require_group(std::string_view name);
+  // Returns the existing group at `name` (relative path of hard links only).
+  H5Group open_group(std::string_view name) const;
+
+  // Returns true when every component of the relative path `name` exists as a hard link.
+  bool contains(std::string_view name) const;
+  // Returns what `name` is (it must exist).
+  H5ChildKind child_kind(std::string_view name) const;
+  // Returns the names of the direct children in increasing name order.
+  std::vector<std::string> child_names() const;
+
+  // Writes a float32 dataset of the given shape (data: numel(shape) values, row-major).
+  void write_tensor(std::string_view name, std::span<const float> data, const nn::Shape& shape,
+                    const DatasetOptions& options = {});
+  void write_tensor(std::string_view name, const nn::Tensor& tensor,
+                    const DatasetOptions& options = {});
+  // Returns true when `name` is a dataset of floating-point type class.
+  bool is_tensor(std::string_view name) const;
+  // Returns the shape of the float32 dataset `name`.
+  nn::Shape tensor_shape(std::string_view name) const;
+  // Returns the float32 dataset `name` as an owning tensor, checksum verified.
+  nn::Tensor read_tensor(std::string_view name) const;
+  // Reads the float32 dataset `name` into `out`, whose shape must equal the stored one
+  // (H5Error names both shapes otherwise).
+  void read_tensor_into(std::string_view name, std::span<float> out,
+                        const nn::Shape& expected_shape) const;
+
+  // Writes a string dataset; `read_string` returns it.
+  void write_string(std::string_view name, std::string_view text);
+  std::string read_string(std::string_view name) const;
+  // Returns true when `name` is a dataset of string type class.
+  bool is_string(std::string_view name) const;
+
+ private:
+  friend class H5File;
+  H5Group(H5Id id, std::string file, std::string path)
+      : H5Object(std::move(id), std::move(file), std::move(path)) {}
+};
+
+class H5File {
+ public:
+  // Returns a new file at `path`; fails if the file exists.
+  static H5File create(const std::filesystem::path& path);
+  // Returns the existing file at `path`, opened read-only.
+  static H5File open_read_only(const std::filesystem::path& path);
+
+  H5File(H5File&&) noexcept = default;
+  H5File& operator=(H5File&&) noexcept = default;
+  ~H5File() = default;
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+  // Returns the root group "/".
+  H5Group root() const;
+  // Flushes (when writable) and closes the file, throwing on failure: the only way to learn
+  // that buffered metadata could not be written. The destructor closes silently.
+  void close();
+
+ private:
+  H5File(H5Id id, std::filesystem::path path, bool writable)
+      : id_(std::move(id)), path_(std::move(path)), writable_(writable) {}
+  H5Id id_;
+  std::filesystem::path path_;
+  bool writable_ = false;
+};
+
+}  // namespace mpitrain::checkpoint

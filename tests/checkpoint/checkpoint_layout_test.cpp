@@ -1,0 +1,31 @@
+// Folder and file names of the checkpoint layout.
+
+#include "mpitrain/checkpoint/checkpoint_layout.hpp"
+
+#include <gtest/gtest.h>
+
+namespace mpitrain::checkpoint {
+namespace {
+
+TEST(CheckpointLayout, FolderNamesParseExactly) {
+  EXPECT_EQ(checkpoint_folder_name(12), "checkpoint_12");
+  EXPECT_EQ(parse_checkpoint_folder_name("checkpoint_0"), 0);
+  EXPECT_EQ(parse_checkpoint_folder_name("checkpoint_10"), 10);
+  EXPECT_EQ(parse_checkpoint_folder_name("checkpoint_123456789012"), 123456789012);
+  for (const char* bad : {"checkpoint_", "checkpoint_01", "checkpoint_-1", "checkpoint_1a",
+                          "checkpoint_3.tmp-ab", "ckpt_1", "checkpoint_1234567890123456789"}) {
+    EXPECT_FALSE(parse_checkpoint_folder_name(bad).has_value()) << bad;
+  }
+  EXPECT_EQ(rank_file_name(3), "rank_3.h5");
+}
+
+TEST(CheckpointLayout, TempFolderNames) {
+  EXPECT_TRUE(is_temp_folder_name("checkpoint_3.tmp-0123abcd"));
+  EXPECT_TRUE(is_temp_folder_name("final.tmp-1"));
+  EXPECT_FALSE(is_temp_folder_name("checkpoint_3"));
+  EXPECT_FALSE(is_temp_folder_name("checkpoint_3.tmp-"));
+  EXPECT_FALSE(is_temp_folder_name(".tmp-abc"));
+}
+
+}  // namespace
+}  // namespace mpitrain::checkpoint
