@@ -63,7 +63,7 @@ Tensor Linear::forward(const Tensor& x) {
     throw std::invalid_argument("Linear::forward: input " + to_string(x.shape()) +
                                 " does not end in in_features=" + std::to_string(in_));
   }
-  const std::size_t rows = x.numel() / std::max<std::size_t>(in_, 1);
+  const std::size_t rows = nn::numel(Shape(x.shape().begin(), x.shape().end() - 1));
   input_shape_ = x.shape();
   input_.resize({rows, in_});
   std::copy_n(x.data(), x.numel(), input_.data());

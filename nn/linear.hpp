@@ -5,9 +5,10 @@
 // twice (dW += g^T x, dX = g W; the second is skipped when the input needs no gradient) plus
 // r*out adds for db. Copies: x is kept (r*in values) for dW.
 // Gradient-ready order: bias, then weight (the reverse of parameters()).
-// Mixed precision (DESIGN.md section 3): forward uses rounded copies of x, W and b, the GEMM
-// accumulates in fp32, and the output is rounded; backward rounds the incoming gradient,
-// rounds dW and db before adding them to the fp32 gradients, and rounds dX.
+// Mixed precision (DESIGN.md section 3, emulated on CPU): forward uses rounded copies of
+// x, W and b, the GEMM accumulates in fp32, and the output is rounded; backward rounds the
+// incoming gradient, rounds dW and db before adding them to the fp32 gradients, and
+// rounds dX.
 
 #include <cstddef>
 

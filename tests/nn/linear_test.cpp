@@ -89,6 +89,18 @@ TEST(Linear, WithoutBiasHasOnlyAWeight) {
   }
 }
 
+TEST(Linear, ZeroInputFeaturesGiveTheBias) {
+  Linear lin(0, 3);  // torch: empty weight, bias bound 1/sqrt(0) taken as 0
+  lin.bias()->value.fill(0.5f);
+  const Tensor y = lin.forward(Tensor({2, 0}));
+  ASSERT_EQ(y.shape(), (Shape{2, 3}));
+  for (float v : y.span()) EXPECT_EQ(v, 0.5f);
+  Tensor g({2, 3});
+  g.fill(1.0f);
+  EXPECT_EQ(lin.backward(g).shape(), (Shape{2, 0}));
+  for (float v : lin.bias()->grad.span()) EXPECT_EQ(v, 2.0f);
+}
+
 TEST(Linear, RejectsMismatchedShapes) {
   Linear lin(4, 3);
   EXPECT_THROW(lin.backward(Tensor({2, 3})), std::logic_error);
