@@ -19,6 +19,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "mpitrain/precision/all_finite.hpp"
+
 namespace mpitrain {
 namespace {
 
@@ -74,14 +76,6 @@ std::string quote(const ParamLine* line) {
   return "'" + line->name + "' " + line->shape;
 }
 
-// Returns true when every value is finite. x * 0 is 0 for finite x and NaN otherwise, so the
-// sum is NaN exactly when some value is inf or NaN; the loop vectorises.
-bool all_finite(std::span<const float> values) {
-  float acc = 0.0f;
-  for (float v : values) acc += v * 0.0f;
-  return acc == 0.0f;
-}
-
 // Multiplies `values` by `factor` and returns true when every result is finite.
 bool scale_and_check(std::span<float> values, float factor) {
   float acc = 0.0f;
@@ -97,6 +91,7 @@ bool scale_and_check(std::span<float> values, float factor) {
 Engine::Engine(EngineConfig config, const Communicator& comm)
     : config_(std::move(config)), comm_(comm) {
   config_.validate();
+  if (config_.mixed_precision == Precision::fp16) scaler_.emplace(LossScalerOptions{});
   stream_ = std::make_unique<CommStream>(comm_);
 }
 
@@ -205,10 +200,11 @@ void Engine::prepare(nn::Module& model, nn::Optimizer& optimizer) {
 }
 
 void Engine::prepare(nn::Module& model, nn::Optimizer& optimizer, data::DataLoader& loader,
-                     std::function<void()> scheduler_step) {
+                     nn::LrScheduler* scheduler) {
   prepare(model, optimizer);
   prepare_loader(loader, true);
-  scheduler_step_ = std::move(scheduler_step);
+  scheduler_step_ = nullptr;
+  if (scheduler != nullptr) scheduler_step_ = [scheduler] { scheduler->step(); };
 }
 
 data::DataLoader Engine::make_loader(std::shared_ptr<const data::Dataset> dataset,
@@ -326,7 +322,7 @@ void Engine::end_micro_step() {
 }
 
 float Engine::loss_gradient_scale() const noexcept {
-  return static_cast<float>(static_cast<double>(loss_scale_) /
+  return static_cast<float>(static_cast<double>(loss_scale()) /
                             (static_cast<double>(config_.gradient_accumulation_steps) *
                              static_cast<double>(comm_.size())));
 }
@@ -397,9 +393,11 @@ std::vector<std::span<float>> Engine::gradient_spans() { return sync_->gradient_
 bool Engine::unscale_and_check() {
   if (unscaled_) return grads_finite_;
   bool finite = true;
-  if (loss_scale_ != 1.0f) {
-    const float inv = 1.0f / loss_scale_;
+  if (loss_scale() != 1.0f) {
+    // torch: inv_scale = float(1 / double(scale)); a power of two, so exact.
+    const float inv = static_cast<float>(1.0 / static_cast<double>(loss_scale()));
     for (std::span<float> s : gradient_spans()) finite = scale_and_check(s, inv) && finite;
+    sync_->copy_out();
   } else {
     for (std::span<float> s : gradient_spans()) finite = all_finite(s) && finite;
   }
@@ -434,7 +432,7 @@ double Engine::clip_grad_norm(double max_norm, double norm_type) {
     }
   }
   if (!inf_norm) norm = std::sqrt(norm);
-  const double scale = unscaled_ ? 1.0 : static_cast<double>(loss_scale_);
+  const double scale = unscaled_ ? 1.0 : static_cast<double>(loss_scale());
   const double true_norm = norm / scale;
   if (!std::isfinite(true_norm)) {
     unscaled_ = true;  // the step will be skipped (or fail): the values no longer matter
@@ -450,6 +448,7 @@ double Engine::clip_grad_norm(double max_norm, double norm_type) {
     for (std::span<float> s : spans) {
       for (float& v : s) v *= f;
     }
+    sync_->copy_out();
   }
   unscaled_ = true;
   grads_finite_ = true;
@@ -467,6 +466,7 @@ void Engine::clip_grad_value(double clip_value) {
   for (std::span<float> s : gradient_spans()) {
     for (float& v : s) v = std::clamp(v, -c, c);
   }
+  sync_->copy_out();
 }
 
 bool Engine::step() {
@@ -475,7 +475,14 @@ bool Engine::step() {
   const bool finite = unscale_and_check();
   const std::uint64_t this_step = state_.step;
   ++state_.step;
-  if (!finite) {
+  if (scaler_) {
+    // Backward passes use scale() until this update; the next window uses the new one.
+    const bool skip = scaler_->update(!finite, static_cast<std::int64_t>(this_step));
+    if (skip) {
+      ++state_.skipped_steps;
+      return false;
+    }
+  } else if (!finite) {
     if (config_.nan_policy == NanPolicy::error) {
       throw std::runtime_error("Engine::step (rank " + std::to_string(comm_.rank()) + "): step " +
                                std::to_string(this_step) +
@@ -485,10 +492,8 @@ bool Engine::step() {
     ++state_.skipped_steps;
     return false;
   }
-  if (optimizer_ != nullptr) {
-    optimizer_->step();
-    if (scheduler_step_) scheduler_step_();
-  }
+  if (optimizer_ != nullptr) optimizer_->step();
+  if (scheduler_step_) scheduler_step_();
   return true;
 }
 

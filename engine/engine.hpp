@@ -27,10 +27,12 @@
 // buckets are summed: after a synchronising backward every rank holds the mean over ranks of
 // the accumulated mean-loss gradients, bit-identical on every rank.
 //
-// Mixed precision: mixed_precision fp16 scales the loss by a dynamic loss scale. The scale is
-// removed exactly once per optimizer step, in the same pass as clipping (clip_grad_norm) or
-// in step(); the inf/NaN check runs on the synchronised gradients, which are identical on
-// every rank, so all ranks agree without another collective. bf16 and fp32 use nan_policy.
+// Mixed precision: mixed_precision fp16 scales the loss by a dynamic loss scale (LossScaler,
+// torch GradScaler semantics). The scale is removed exactly once per optimizer step, in the
+// same pass as clipping (clip_grad_norm) or in step(); the inf/NaN check runs once per step
+// on the synchronised gradients, which are identical on every rank, so all ranks agree
+// without another collective, and a step with inf/NaN is skipped (and still counted) while
+// the scaler backs off. bf16 and fp32 follow nan_policy (error, or skip).
 //
 // Threads: the Engine owns a CommStream; bucket reductions run on its worker during
 // backward (overlap on). Every other collective of the engine runs on the calling thread
@@ -56,10 +58,12 @@
 #include "mpitrain/engine/engine_config.hpp"
 #include "mpitrain/engine/gradient_sync.hpp"
 #include "mpitrain/nn/module.hpp"
+#include "mpitrain/nn/lr_scheduler.hpp"
 #include "mpitrain/nn/optimizer.hpp"
 #include "mpitrain/nn/parameter.hpp"
 #include "mpitrain/nn/rng.hpp"
 #include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/precision/loss_scaler.hpp"
 
 namespace mpitrain {
 
@@ -116,9 +120,14 @@ class Engine {
   void prepare(nn::Module& model, nn::Optimizer& optimizer);
   // Same, plus the training loader (prepare_loader(loader, true)) whose last batch of an
   // epoch ends an accumulation window (sync_with_dataloader), and an optional learning-rate
-  // scheduler step, called after each optimizer step that really updated the parameters.
+  // scheduler that step() advances after each optimizer step that really updated the
+  // parameters (not after skipped ones). The scheduler must outlive the engine.
   void prepare(nn::Module& model, nn::Optimizer& optimizer, data::DataLoader& loader,
-               std::function<void()> scheduler_step = {});
+               nn::LrScheduler* scheduler = nullptr);
+  // Replaces what step() calls after a real optimizer step (a custom schedule, a counter).
+  void set_scheduler_step(std::function<void()> scheduler_step) {
+    scheduler_step_ = std::move(scheduler_step);
+  }
   // Shards `loader` for this rank in place: world_size, rank, split_batches and
   // even_batches come from the engine; batch size, shuffle, seed, drop_last and mode stay.
   // A loader whose options differ is rebuilt over the same dataset; the engine then keeps
@@ -181,8 +190,11 @@ class Engine {
   bool step();
   // Zeroes the gradients after a synchronising micro-step; otherwise does nothing.
   void zero_grad();
-  // Returns the loss scale (1 without fp16).
-  float loss_scale() const noexcept { return loss_scale_; }
+  // Returns the loss scale the next backward uses (1 without fp16).
+  float loss_scale() const noexcept { return scaler_ ? scaler_->scale() : 1.0f; }
+  // Returns the dynamic loss scaler (mixed_precision fp16), or null; its state() is what a
+  // checkpoint stores under /scaler.
+  LossScaler* loss_scaler() noexcept { return scaler_ ? &*scaler_ : nullptr; }
 
   // ---- process helpers -------------------------------------------------------------------------
   bool is_main_process() const noexcept { return comm_.rank() == 0; }
@@ -304,7 +316,7 @@ class Engine {
   bool step_pending_ = false;    // a synchronising backward ran since the last step()
   bool unscaled_ = false;        // the loss scale was removed / gradients checked this step
   bool grads_finite_ = true;
-  float loss_scale_ = 1.0f;
+  std::optional<LossScaler> scaler_;  // mixed_precision fp16; its scale changes only in step()
   BackwardTimings timings_;
   nn::Tensor scaled_grad_;       // reused buffer for loss_grad * loss_gradient_scale()
 };

@@ -45,6 +45,7 @@ GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stre
                                   " values, the parameter " + std::to_string(numel));
     }
     params_.push_back(Entry{sp.parameter, sp.external_grad, 0, 0, numel});
+    has_external_ = has_external_ || !sp.external_grad.empty();
   }
 
   // Buckets in reverse registration order; a bucket closes before a parameter that would
@@ -244,11 +245,7 @@ SyncReport GradientSync::finish() {
   }
   report.wait_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (Entry& e : params_) {
-    if (!e.external_grad.empty()) {
-      std::copy_n(storage_.get() + e.offset, e.numel, e.external_grad.data());
-    }
-  }
+  copy_out();
   in_sync_ = false;
   if (options_.unused_parameters == UnusedParameterPolicy::error && report.ranks_with_unused > 0) {
     std::string names;
@@ -261,6 +258,12 @@ SyncReport GradientSync::finish() {
         ". Use unused_parameters = zero to reduce them as zero gradients.");
   }
   return report;
+}
+
+void GradientSync::copy_out() {
+  for (Entry& e : params_) {
+    if (!e.external_grad.empty()) std::copy_n(storage_.get() + e.offset, e.numel, e.external_grad.data());
+  }
 }
 
 void GradientSync::abort() noexcept {

@@ -118,6 +118,11 @@ class GradientSync {
   std::vector<std::span<float>> gradient_spans();
   // Returns the bucket storage of parameter `index` (its numel values).
   std::span<float> gradient_slot(std::size_t index);
+  // Copies the bucket storage out to the external gradient buffers (finish() does it; call
+  // again after changing the gradients in the buckets, e.g. unscaling or clipping).
+  void copy_out();
+  // Returns true when some parameter has an external gradient buffer.
+  bool has_external() const noexcept { return has_external_; }
   // Sets every gradient to zero (bucket storage and external buffers).
   void zero_grad();
   // Returns the layout, bucket 0 first (the first launched).
@@ -158,6 +163,7 @@ class GradientSync {
   std::vector<std::size_t> pending_;        // per bucket: parameters not ready yet
   std::vector<CommFuture> futures_;         // per bucket, overlapped launches
   std::size_t next_launch_ = 0;
+  bool has_external_ = false;
   std::size_t launched_early_ = 0;
 };
 

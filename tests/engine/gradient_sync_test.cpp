@@ -26,7 +26,7 @@ std::vector<std::unique_ptr<nn::Parameter>> make_params(const std::vector<std::s
   std::vector<std::unique_ptr<nn::Parameter>> params;
   for (std::size_t k = 0; k < numels.size(); ++k) {
     auto p = std::make_unique<nn::Parameter>();
-    p->name = "p" + std::to_string(k);
+    p->name = std::string("p").append(std::to_string(k));
     p->value = nn::Tensor({numels[k]});
     p->grad = nn::Tensor({numels[k]});
     params.push_back(std::move(p));

@@ -1,0 +1,792 @@
+// Engine: data-parallel equivalence with single-process training (ranks x batch, and
+// accumulation), communication only on synchronising micro-steps, bit-identical parameters
+// on every rank, clipping, metrics over a ragged data set, overlap on/off, parameter
+// mismatch reports, unused parameters, step/scheduler rules, process helpers and state.
+//
+// The single-process references run inside the test on every rank, without communication:
+// the same model (same seed), the same data order (a world-of-one loader whose batch is the
+// union of the ranks' batches: Accelerate's sharding hands rank r the slice r of each global
+// batch), plain forward/backward/step.
+
+#include "mpitrain/engine/engine.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mpitrain/collectives/communicator.hpp"
+#include "mpitrain/collectives/mpi_runtime.hpp"
+#include "mpitrain/data/data_loader.hpp"
+#include "mpitrain/data/synthetic_dataset.hpp"
+#include "mpitrain/nn/adamw.hpp"
+#include "mpitrain/nn/cross_entropy_loss.hpp"
+#include "mpitrain/nn/mlp.hpp"
+#include "mpitrain/nn/sgd.hpp"
+
+namespace mpitrain {
+namespace {
+
+constexpr std::size_t kFeatures = 8;
+constexpr std::size_t kClasses = 4;
+const std::vector<std::size_t> kHidden = {16, 12};
+
+std::shared_ptr<const data::Dataset> synthetic(std::size_t size) {
+  data::SyntheticOptions o;
+  o.size = size;
+  o.feature_dim = kFeatures;
+  o.num_classes = kClasses;
+  o.seed = 3;
+  o.noise_std = 0.8f;
+  return std::make_shared<data::SyntheticDataset>(o);
+}
+
+nn::Sequential mlp() { return nn::make_mlp(kFeatures, kHidden, kClasses, nn::Activation::relu, 0.0f, 7); }
+
+data::DataLoaderOptions loader_options(std::size_t batch) {
+  data::DataLoaderOptions o;
+  o.batch_size = batch;
+  o.shuffle = true;
+  o.seed = 5;
+  return o;
+}
+
+nn::SgdOptions sgd_options() {
+  nn::SgdOptions o;
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  return o;
+}
+
+std::vector<float> flatten(const std::vector<nn::Parameter*>& params) {
+  std::vector<float> out;
+  for (const nn::Parameter* p : params) out.insert(out.end(), p->value.data(), p->value.data() + p->value.numel());
+  return out;
+}
+
+std::vector<float> flatten_grads(const std::vector<nn::Parameter*>& params) {
+  std::vector<float> out;
+  for (const nn::Parameter* p : params) out.insert(out.end(), p->grad.data(), p->grad.data() + p->grad.numel());
+  return out;
+}
+
+// Returns max |a - b| / max |b| per parameter tensor, the worst over tensors.
+double worst_relative_error(const std::vector<nn::Parameter*>& a, const std::vector<nn::Parameter*>& b) {
+  double worst = 0.0;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    double diff = 0.0;
+    double scale = 0.0;
+    for (std::size_t i = 0; i < a[k]->value.numel(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::fabs(a[k]->value[i] - b[k]->value[i])));
+      scale = std::max(scale, static_cast<double>(std::fabs(b[k]->value[i])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+// Returns true when every rank holds the same bits as rank 0.
+bool identical_on_all_ranks(const Communicator& comm, const std::vector<float>& values) {
+  std::vector<float> root = values;
+  comm.broadcast(std::span<float>(root), 0);
+  const int same = std::memcmp(root.data(), values.data(), values.size() * sizeof(float)) == 0 ? 1 : 0;
+  return comm.allreduce_value(same, ReduceOp::min) == 1;
+}
+
+// Trains `reference` on one process: `steps` optimizer steps of batches of `batch` examples.
+void train_reference(nn::Sequential& model, nn::Optimizer& opt, std::shared_ptr<const data::Dataset> ds,
+                     std::size_t batch, std::size_t steps) {
+  data::DataLoader loader(std::move(ds), loader_options(batch));
+  data::Batch b;
+  for (std::size_t s = 0; s < steps; ++s) {
+    ASSERT_TRUE(loader.next(b)) << "reference ran out of data at step " << s;
+    nn::Tensor logits = model.forward(b.features);
+    nn::LossResult loss = nn::cross_entropy(logits, b.labels);
+    model.backward(loss.grad);
+    opt.step();
+    opt.zero_grad();
+  }
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  MpiRuntime runtime_;
+  Communicator comm_{runtime_};
+  std::size_t n() const { return static_cast<std::size_t>(comm_.size()); }
+};
+
+// ---- equivalence -------------------------------------------------------------------------------
+
+struct EquivalenceCase {
+  std::size_t accumulation;
+  bool overlap;
+  DType comm_dtype;
+};
+
+class EngineEquivalence : public EngineTest, public ::testing::WithParamInterface<EquivalenceCase> {};
+
+TEST_P(EngineEquivalence, RanksTimesBatchEqualsOneProcessWithTheGlobalBatch) {
+  const EquivalenceCase c = GetParam();
+  const std::size_t batch = 4;
+  const std::size_t steps = 10;
+  auto ds = synthetic(steps * c.accumulation * n() * batch);
+
+  EngineConfig config;
+  config.gradient_accumulation_steps = c.accumulation;
+  config.overlap = c.overlap;
+  config.grad_comm_dtype = c.comm_dtype;
+  config.first_bucket_mb = 1e-4;  // several buckets even for this small model
+  config.bucket_cap_mb = 4e-4;
+  nn::Sequential model = mlp();
+  nn::Sgd opt(model.parameters(), sgd_options());
+  data::DataLoader loader(ds, loader_options(batch));
+  Engine engine(config, comm_);
+  engine.prepare(model, opt, loader);
+  ASSERT_GE(engine.gradient_sync()->buckets().size(), 3u);
+  data::Batch b;
+  std::size_t updates = 0;
+  while (engine.next_batch(b)) {
+    auto micro = engine.accumulate();
+    nn::Tensor logits = model.forward(b.features);
+    engine.backward(nn::cross_entropy(logits, b.labels).grad);
+    updates += engine.step() ? 1 : 0;
+    engine.zero_grad();
+  }
+  EXPECT_EQ(updates, steps);
+  EXPECT_EQ(engine.step_count(), steps);
+  EXPECT_EQ(engine.micro_step(), steps * c.accumulation);
+  EXPECT_EQ(engine.samples_seen(), ds->size());
+
+  nn::Sequential ref = mlp();
+  nn::Sgd ref_opt(ref.parameters(), sgd_options());
+  train_reference(ref, ref_opt, ds, batch * n() * c.accumulation, steps);
+  // bf16 on the wire rounds each summed gradient to 8 bits of mantissa.
+  const double tolerance = c.comm_dtype == DType::f32 ? 1e-5 : 2e-2;
+  EXPECT_LE(worst_relative_error(model.parameters(), ref.parameters()), tolerance);
+  EXPECT_TRUE(identical_on_all_ranks(comm_, flatten(model.parameters())));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, EngineEquivalence,
+    ::testing::Values(EquivalenceCase{1, true, DType::f32}, EquivalenceCase{1, false, DType::f32},
+                      EquivalenceCase{3, true, DType::f32}, EquivalenceCase{2, false, DType::f32},
+                      EquivalenceCase{1, true, DType::bf16}),
+    [](const auto& info) {
+      return "accumulate" + std::to_string(info.param.accumulation) +
+             (info.param.overlap ? "_overlap_" : "_no_overlap_") +
+             std::string(to_string(info.param.comm_dtype));
+    });
+
+TEST_F(EngineTest, ParametersAreBitIdenticalOnEveryRankAfterEveryStep) {
+  auto ds = synthetic(6 * n() * 8);
+  EngineConfig config;
+  config.first_bucket_mb = 1e-4;
+  nn::Sequential model = mlp();
+  nn::AdamW opt(model.parameters(), {});
+  data::DataLoader loader(ds, loader_options(8));
+  Engine engine(config, comm_);
+  engine.prepare(model, opt, loader);
+  EXPECT_TRUE(identical_on_all_ranks(comm_, flatten(model.parameters())));  // after broadcast
+  data::Batch b;
+  while (engine.next_batch(b)) {
+    nn::Tensor logits = model.forward(b.features);
+    engine.backward(nn::cross_entropy(logits, b.labels).grad);
+    engine.clip_grad_norm(0.5);
+    ASSERT_TRUE(engine.step());
+    engine.zero_grad();
+    ASSERT_TRUE(identical_on_all_ranks(comm_, flatten(model.parameters())))
+        << "after step " << engine.step_count();
+  }
+  EXPECT_EQ(engine.step_count(), 6u);
+}
+
+TEST_F(EngineTest, PrepareBroadcastsRankZerosParameters) {
+  nn::Sequential model = nn::make_mlp(kFeatures, kHidden, kClasses, nn::Activation::relu, 0.0f,
+                                      100 + static_cast<std::uint64_t>(comm_.rank()));
+  nn::Sequential rank0 = nn::make_mlp(kFeatures, kHidden, kClasses, nn::Activation::relu, 0.0f, 100);
+  nn::Sgd opt(model.parameters(), sgd_options());
+  Engine engine({}, comm_);
+  engine.prepare(model, opt);
+  EXPECT_EQ(flatten(model.parameters()), flatten(rank0.parameters()));
+}
+
+TEST_F(EngineTest, OverlapOnAndOffGiveBitIdenticalParameters) {
+  auto ds = synthetic(5 * n() * 6);
+  std::vector<std::vector<float>> results;
+  for (bool overlap : {true, false}) {
+    EngineConfig config;
+    config.overlap = overlap;
+    config.first_bucket_mb = 1e-4;
+    config.bucket_cap_mb = 3e-4;
+    nn::Sequential model = mlp();
+    nn::AdamW opt(model.parameters(), {});
+    data::DataLoader loader(ds, loader_options(6));
+    Engine engine(config, comm_);
+    engine.prepare(model, opt, loader);
+    data::Batch b;
+    while (engine.next_batch(b)) {
+      nn::Tensor logits = model.forward(b.features);
+      engine.backward(nn::cross_entropy(logits, b.labels).grad);
+      engine.step();
+      engine.zero_grad();
+    }
+    results.push_back(flatten(model.parameters()));
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)), 0);
+}
+
+// ---- communication pattern -------------------------------------------------------------------
+
+TEST_F(EngineTest, NonSynchronisingMicroStepsCommunicateNothing) {
+  const std::size_t k = 4;
+  auto ds = synthetic(2 * k * n() * 4);
+  EngineConfig config;
+  config.gradient_accumulation_steps = k;
+  config.first_bucket_mb = 1e-4;
+  nn::Sequential model = mlp();
+  nn::Sgd opt(model.parameters(), sgd_options());
+  data::DataLoader loader(ds, loader_options(4));
+  Engine engine(config, comm_);
+  engine.prepare(model, opt, loader);
+  const std::size_t buckets = engine.gradient_sync()->buckets().size();
+  data::Batch b;
+  std::size_t micro = 0;
+  while (engine.next_batch(b)) {
+    const auto before = comm_.collectives_issued();
+    auto guard = engine.accumulate();
+    const bool sync = engine.sync_gradients();
+    EXPECT_EQ(sync, micro % k == k - 1) << "micro-step " << micro;
+    nn::Tensor logits = model.forward(b.features);
+    engine.backward(nn::cross_entropy(logits, b.labels).grad);
+    engine.clip_grad_norm(1.0);
+    EXPECT_EQ(engine.step(), sync);
+    engine.zero_grad();
+    const auto issued = comm_.collectives_issued() - before;
+    EXPECT_EQ(issued, sync && n() > 1 ? buckets : 0u) << "micro-step " << micro;
+    ++micro;
+  }
+  EXPECT_EQ(micro, 2 * k);
+}
+
+TEST_F(EngineTest, NoSyncGuardSuppressesSynchronisation) {
+  auto ds = synthetic(4 * n() * 4);
+  nn::Sequential model = mlp();
+  nn::Sgd opt(model.parameters(), sgd_options());
+  data::DataLoader loader(ds, loader_options(4));
+  Engine engine({}, comm_);
+  engine.prepare(model, opt, loader);
+  data::Batch b;
+  ASSERT_TRUE(engine.next_batch(b));
+  const auto before = comm_.collectives_issued();
+  {
+    auto quiet = engine.no_sync();
+    nn::Tensor logits = model.forward(b.features);
+    engine.backward(nn::cross_entropy(logits, b.labels).grad);
+    EXPECT_FALSE(engine.sync_gradients());
+    EXPECT_FALSE(engine.step());
+    EXPECT_TRUE(std::isnan(engine.clip_grad_norm(1.0)));
+  }
+  EXPECT_EQ(comm_.collectives_issued(), before);
+  ASSERT_TRUE(engine.next_batch(b));
+  nn::Tensor logits = model.forward(b.features);
+  engine.backward(nn::cross_entropy(logits, b.labels).grad);
+  EXPECT_TRUE(engine.sync_gradients());
+  EXPECT_TRUE(engine.step());
+}
+
+TEST_F(EngineTest, TheLoadersLastBatchEndsTheAccumulationWindow) {
+  // 5 batches per epoch, accumulation 2: synchronise after micro-steps 2, 4 and 5.
+  auto ds = synthetic(5 * n() * 2);
+  for (bool with_loader : {true, false}) {
+    EngineConfig config;
+    config.gradient_accumulation_steps = 2;
+    config.sync_with_dataloader = with_loader;
+    nn::Sequential model = mlp();
+    nn::Sgd opt(model.parameters(), sgd_options());
+    data::DataLoader loader(ds, loader_options(2));
+    Engine engine(config, comm_);
+    engine.prepare(model, opt, loader);
+    std::vector<bool> syncs;
+    data::Batch b;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      while (engine.next_batch(b)) {
+        nn::Tensor logits = model.forward(b.features);
+        engine.backward(nn::cross_entropy(logits, b.labels).grad);
+        syncs.push_back(engine.sync_gradients());
+        engine.step();
+        engine.zero_grad();
+      }
+    }
+    const std::vector<bool> expected =
+        with_loader ? std::vector<bool>{false, true, false, true, true, false, true, false, true, true}
+                    : std::vector<bool>{false, true, false, true, false, true, false, true, false, true};
+    EXPECT_EQ(syncs, expected) << "sync_with_dataloader=" << with_loader;
+    EXPECT_EQ(engine.epoch(), 2u);
+  }
+}
+
+// ---- clipping ---------------------------------------------------------------------------------------
+
+TEST_F(EngineTest, ClipGradNormEqualsTheSingleProcessNormOfTheFullBatch) {
+  const std::size_t batch = 5;
+  auto ds = synthetic(n() * batch);
+  for (double norm_type : {2.0, std::numeric_limits<double>::infinity()}) {
+    nn::Sequential model = mlp();
+    nn::Sgd opt(model.parameters(), sgd_options());
+    data::DataLoader loader(ds, loader_options(batch));
+    Engine engine({}, comm_);
+    engine.prepare(model, opt, loader);
+    data::Batch b;
+    ASSERT_TRUE(engine.next_batch(b));
+    nn::Tensor logits = model.forward(b.features);
+    engine.backward(nn::cross_entropy(logits, b.labels).grad);
+    const double norm = engine.clip_grad_norm(1e-3, norm_type);
+    const std::vector<float> clipped = flatten_grads(model.parameters());
+
+    // Reference: the full batch's gradient on one process, its norm, then clip.
+    nn::Sequential ref = mlp();
+    data::DataLoader ref_loader(ds, loader_options(batch * n()));
+    ASSERT_TRUE(ref_loader.next(b));
+    ref.backward(nn::cross_entropy(ref.forward(b.features), b.labels).grad);
+    const std::vector<float> g = flatten_grads(ref.parameters());
+    double ref_norm = 0.0;
+    for (float v : g) {
+      ref_norm = std::isinf(norm_type) ? std::max(ref_norm, static_cast<double>(std::fabs(v)))
+                                       : ref_norm + static_cast<double>(v) * v;
+    }
+    if (!std::isinf(norm_type)) ref_norm = std::sqrt(ref_norm);
+    EXPECT_NEAR(norm, ref_norm, 1e-5 * ref_norm) << "norm_type " << norm_type;
+    const double coef = 1e-3 / (ref_norm + 1e-6);
+    ASSERT_EQ(clipped.size(), g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      ASSERT_NEAR(clipped[i], g[i] * coef, 1e-5 * 1e-3 + 1e-5 * std::fabs(g[i] * coef)) << i;
+    }
+    // The same norm on every rank, bit for bit.
+    const std::vector<double> norms = comm_.allgather_value(norm);
+    for (double x : norms) EXPECT_EQ(x, norms[0]);
+  }
+}
+
+TEST_F(EngineTest, ClipGradValueClampsTheSynchronisedGradients) {
+  auto ds = synthetic(n() * 4);
+  nn::Sequential model = mlp();
+  nn::Sgd opt(model.parameters(), sgd_options());
+  data::DataLoader loader(ds, loader_options(4));
+  Engine engine({}, comm_);
+  engine.prepare(model, opt, loader);
+  data::Batch b;
+  ASSERT_TRUE(engine.next_batch(b));
+  engine.backward(nn::cross_entropy(model.forward(b.features), b.labels).grad);
+  engine.clip_grad_value(1e-3);
+  for (float v : flatten_grads(model.parameters())) ASSERT_LE(std::fabs(v), 1e-3f);
+  EXPECT_THROW(engine.clip_grad_norm(1.0, 1.0), std::invalid_argument);
+}
+
+// ---- evaluation over a ragged data set ---------------------------------------------------------------
+
+TEST_F(EngineTest, GatherForMetricsCountsEveryExampleOnceAndMatchesOneProcess) {
+  const std::size_t size = 37;  // divisible by no rank count x batch 4 beyond 1
+  auto ds = synthetic(size);
+  for (bool even : {true, false}) {
+    EngineConfig config;
+    config.even_batches = even;
+    nn::Sequential model = mlp();
+    nn::Sgd opt(model.parameters(), sgd_options());
+    Engine engine(config, comm_);
+    engine.prepare(model, opt);
+    model.train(false);
+    data::DataLoaderOptions o = loader_options(4);
+    o.shuffle = false;
+    data::DataLoader eval(ds, o);
+    engine.prepare_loader(eval);
+    std::size_t counted = 0;
+    std::size_t correct = 0;
+    data::Batch b;
+    // Every rank takes part in every gather: with even_batches=false a rank may run out of
+    // batches first and then contributes nothing.
+    bool more = true;
+    for (std::size_t i = 0; i < eval.sharding().max_num_batches(); ++i) {
+      more = more && eval.next(b);
+      nn::Tensor logits({0, kClasses});
+      if (more) {
+        logits = model.forward(b.features);
+      } else {
+        b.labels.clear();
+        b.real_count = 0;
+      }
+      std::vector<std::int32_t> predictions(b.labels.size());
+      for (std::size_t row = 0; row < b.labels.size(); ++row) {
+        const float* l = logits.data() + row * kClasses;
+        predictions[row] = static_cast<std::int32_t>(std::max_element(l, l + kClasses) - l);
+      }
+      const auto preds = engine.gather_for_metrics(std::span<const std::int32_t>(predictions), b.real_count);
+      const auto labels = engine.gather_for_metrics(std::span<const std::int32_t>(b.labels), b.real_count);
+      nn::Tensor all_logits = engine.gather_for_metrics(logits, b.real_count);
+      ASSERT_EQ(preds.size(), labels.size());
+      ASSERT_EQ(all_logits.dim(0), preds.size());
+      counted += preds.size();
+      for (std::size_t i = 0; i < preds.size(); ++i) correct += preds[i] == labels[i] ? 1 : 0;
+    }
+    EXPECT_EQ(counted, size) << "even_batches=" << even;
+
+    // One process over the whole data set.
+    std::size_t ref_correct = 0;
+    data::DataLoaderOptions ro = loader_options(size);
+    ro.shuffle = false;
+    data::DataLoader whole(ds, ro);
+    ASSERT_TRUE(whole.next(b));
+    nn::Tensor logits = model.forward(b.features);
+    for (std::size_t row = 0; row < size; ++row) {
+      const float* l = logits.data() + row * kClasses;
+      ref_correct += (std::max_element(l, l + kClasses) - l) == b.labels[row] ? 1 : 0;
+    }
+    EXPECT_EQ(correct, ref_correct) << "even_batches=" << even;
+  }
+}
+
+TEST_F(EngineTest, UnevenTrainingLoadersAreRejected) {
+  EngineConfig config;
+  config.even_batches = false;
+  nn::Sequential model = mlp();
+  nn::Sgd opt(model.parameters(), sgd_options());
+  data::DataLoader loader(synthetic(4 * n() + 1), loader_options(4));  // a ragged last round
+  Engine engine(config, comm_);
+  if (n() == 1) {
+    EXPECT_NO_THROW(engine.prepare(model, opt, loader));  // one rank: nothing to pair up
+  } else {
+    EXPECT_THROW(engine.prepare(model, opt, loader), std::invalid_argument);
+  }
+}
+
+// ---- parameter checks -----------------------------------------------------------------------------------
+
+TEST_F(EngineTest, ParameterMismatchIsReportedOnEveryRank) {
+  // Rank 1 (if any) builds a model whose second layer is wider.
+  const bool odd = comm_.rank() == 1;
+  const std::vector<std::size_t> hidden = odd ? std::vector<std::size_t>{16, 13} : kHidden;
+  nn::Sequential model = nn::make_mlp(kFeatures, hidden, kClasses, nn::Activation::relu, 0.0f, 7);
+  nn::Sgd opt(model.parameters(), sgd_options());
+  Engine engine({}, comm_);
+  if (n() == 1) {
+    EXPECT_NO_THROW(engine.prepare(model, opt));
+    return;
+  }
+  try {
+    engine.prepare(model, opt);
+    ADD_FAILURE() << "no error on rank " << comm_.rank();
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("parameter #2"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank 0 has '2.weight' [12, 16]"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank 1 has '2.weight' [13, 16]"), std::string::npos) << what;
+  }
+}
+
+TEST_F(EngineTest, ParameterNameMismatchIsReported) {
+  std::vector<float> w(6), g(6);
+  Engine engine({}, comm_);
+  const std::string name = comm_.rank() == comm_.size() - 1 && n() > 1 ? "renamed" : "w";
+  if (n() == 1) {
+    EXPECT_NO_THROW(engine.register_parameters({{name, {2, 3}, w, g}}));
+    return;
+  }
+  try {
+    engine.register_parameters({{name, {2, 3}, w, g}});
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(n() - 1) + " has 'renamed' [2, 3]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// ---- bring your own model: unused parameters, skipped steps ------------------------------------------
+
+class OwnBuffers {
+ public:
+  std::vector<float> a = std::vector<float>(5, 1.0f), ga = std::vector<float>(5, 0.0f);
+  std::vector<float> b = std::vector<float>(3, 2.0f), gb = std::vector<float>(3, 0.0f);
+  std::vector<ExternalParameter> params() {
+    return {{"a", {5}, a, ga}, {"b", {3}, b, gb}};
+  }
+};
+
+TEST_F(EngineTest, UnusedParametersAreZeroUnderPolicyZero) {
+  const float r = static_cast<float>(comm_.rank());
+  OwnBuffers own;
+  Engine engine({}, comm_);
+  engine.register_parameters(own.params());
+  // Rank 0 uses only "a"; the others use both. Gradients r + 1 (times the averaging scale).
+  engine.backward([&] {
+    const float s = engine.loss_gradient_scale();
+    for (float& v : own.ga) v += (r + 1.0f) * s;
+    engine.grad_ready("a");
+    if (comm_.rank() != 0) {
+      for (float& v : own.gb) v += (r + 1.0f) * s;
+      engine.grad_ready(1);
+    }
+  });
+  const float nf = static_cast<float>(n());
+  // mean over ranks of (r + 1) = (n + 1) / 2; for b rank 0 contributes 0.
+  for (float v : own.ga) EXPECT_FLOAT_EQ(v, (nf + 1.0f) / 2.0f);
+  for (float v : own.gb) EXPECT_FLOAT_EQ(v, ((nf + 1.0f) * nf / 2.0f - 1.0f) / nf);
+}
+
+TEST_F(EngineTest, UnusedParametersRaiseOnEveryRankUnderPolicyError) {
+  EngineConfig config;
+  config.unused_parameters = UnusedParameterPolicy::error;
+  OwnBuffers own;
+  Engine engine(config, comm_);
+  engine.register_parameters(own.params());
+  try {
+    engine.backward([&] {
+      engine.grad_ready("a");
+      if (comm_.rank() != 0) engine.grad_ready("b");
+    });
+    ADD_FAILURE() << "no error on rank " << comm_.rank();
+  } catch (const std::runtime_error& e) {
+    if (comm_.rank() == 0) {
+      EXPECT_NE(std::string(e.what()).find(": b."), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(EngineTest, InfiniteGradientsSkipOrFailTheStepAndHoldTheScheduler) {
+  for (NanPolicy policy : {NanPolicy::skip, NanPolicy::error}) {
+    EngineConfig config;
+    config.nan_policy = policy;
+    OwnBuffers own;
+    Engine engine(config, comm_);
+    engine.register_parameters(own.params());
+    auto backward = [&](float value) {
+      engine.backward([&] {
+        own.ga.assign(5, value);
+        own.gb.assign(3, 1.0f);
+        engine.grad_ready("b");
+        engine.grad_ready("a");
+      });
+    };
+    backward(1.0f);
+    EXPECT_TRUE(engine.step());
+    engine.zero_grad();
+    backward(std::numeric_limits<float>::infinity());
+    if (policy == NanPolicy::skip) {
+      EXPECT_FALSE(engine.step());
+      EXPECT_EQ(engine.state().skipped_steps, 1u);
+    } else {
+      EXPECT_THROW(engine.step(), std::runtime_error);
+    }
+    EXPECT_EQ(engine.step_count(), 2u);  // a skipped step still counts
+    EXPECT_FALSE(engine.step());         // at most one step per synchronisation
+  }
+}
+
+TEST_F(EngineTest, SchedulerAdvancesOnlyWhenTheOptimizerSteps) {
+  const std::size_t k = 3;
+  auto ds = synthetic(2 * k * n() * 2);
+  EngineConfig config;
+  config.gradient_accumulation_steps = k;
+  nn::Sequential model = mlp();
+  nn::Sgd opt(model.parameters(), sgd_options());
+  data::DataLoader loader(ds, loader_options(2));
+  Engine engine(config, comm_);
+  nn::LrScheduler scheduler(opt, nn::LrScheduleKind::linear, 0, 10);
+  engine.prepare(model, opt, loader, &scheduler);
+  data::Batch b;
+  while (engine.next_batch(b)) {
+    engine.backward(nn::cross_entropy(model.forward(b.features), b.labels).grad);
+    engine.step();
+    engine.zero_grad();
+  }
+  EXPECT_EQ(scheduler.last_step(), 2);
+  EXPECT_EQ(engine.step_count(), 2u);
+  EXPECT_DOUBLE_EQ(opt.lr(), 0.1 * 0.8);
+}
+
+TEST_F(EngineTest, Fp16ScalesTheLossUnscalesOnceAndSkipsOverflowingSteps) {
+  EngineConfig config;
+  config.mixed_precision = Precision::fp16;
+  config.gradient_accumulation_steps = 2;
+  OwnBuffers own;
+  Engine engine(config, comm_);
+  engine.register_parameters(own.params());
+  int scheduler_steps = 0;
+  engine.set_scheduler_step([&] { ++scheduler_steps; });
+  ASSERT_NE(engine.loss_scaler(), nullptr);
+  EXPECT_EQ(engine.loss_scale(), 65536.0f);
+  EXPECT_EQ(engine.loss_gradient_scale(), 65536.0f / (2.0f * static_cast<float>(n())));
+  const float r = static_cast<float>(comm_.rank());
+  auto micro = [&](float value) {
+    engine.backward([&] {
+      const float s = engine.loss_gradient_scale();
+      for (float& v : own.ga) v += value * (r + 1.0f) * s;
+      for (float& v : own.gb) v += (r + 1.0f) * s;
+      engine.grad_ready("b");
+      engine.grad_ready("a");
+    });
+  };
+  micro(1.0f);
+  micro(3.0f);
+  // Two micro-steps of (r + 1) * {1, 3} and (r + 1), averaged over micro-steps and ranks,
+  // scale removed: exact (powers of two and small integers).
+  const float mean_r1 = (static_cast<float>(n()) + 1.0f) / 2.0f;
+  EXPECT_EQ(engine.clip_grad_norm(1e9), engine.clip_grad_norm(1e9));  // idempotent: unscaled once
+  EXPECT_TRUE(engine.step());
+  for (float v : own.ga) EXPECT_EQ(v, 2.0f * mean_r1);
+  for (float v : own.gb) EXPECT_EQ(v, mean_r1);
+  engine.zero_grad();
+  EXPECT_EQ(scheduler_steps, 1);
+
+  // An overflow: the step is skipped on every rank, counted, and the scale backs off.
+  micro(1.0f);
+  micro(std::numeric_limits<float>::infinity());
+  EXPECT_FALSE(engine.step());
+  EXPECT_EQ(engine.loss_scale(), 32768.0f);
+  EXPECT_EQ(engine.state().skipped_steps, 1u);
+  EXPECT_EQ(engine.loss_scaler()->skipped_steps(), 1);
+  EXPECT_EQ(engine.step_count(), 2u);
+  EXPECT_EQ(scheduler_steps, 1);
+}
+
+TEST_F(EngineTest, EngineProvidedGradientStorageAvoidsCopies) {
+  std::vector<float> w(4, 0.5f);
+  Engine engine({}, comm_);
+  engine.register_parameters({{"w", {4}, w, {}}});
+  std::span<float> g = engine.gradient("w");
+  ASSERT_EQ(g.size(), 4u);
+  const float r = static_cast<float>(comm_.rank());
+  engine.backward([&] {
+    for (float& v : g) v = (r + 1.0f) * engine.loss_gradient_scale();
+    engine.grad_ready(std::size_t{0});
+  });
+  for (float v : g) EXPECT_FLOAT_EQ(v, (static_cast<float>(n()) + 1.0f) / 2.0f);
+  EXPECT_THROW(engine.gradient("missing"), std::invalid_argument);
+}
+
+// ---- process helpers ------------------------------------------------------------------------------------
+
+TEST_F(EngineTest, GatherPadAndReduceAcrossRanks) {
+  Engine engine({}, comm_);
+  const int r = comm_.rank();
+  // Rank r contributes r + 1 values equal to r.
+  std::vector<double> mine(static_cast<std::size_t>(r + 1), static_cast<double>(r));
+  const std::vector<double> all = engine.gather(std::span<const double>(mine));
+  std::vector<double> expected;
+  for (int q = 0; q < comm_.size(); ++q) expected.insert(expected.end(), static_cast<std::size_t>(q + 1), q);
+  EXPECT_EQ(all, expected);
+
+  nn::Tensor t({static_cast<std::size_t>(r + 1), 2});
+  t.fill(static_cast<float>(r));
+  const nn::Tensor gathered = engine.gather(t);
+  EXPECT_EQ(gathered.shape(), (nn::Shape{expected.size(), 2}));
+  EXPECT_EQ(gathered[gathered.numel() - 1], static_cast<float>(comm_.size() - 1));
+
+  const nn::Tensor padded = engine.pad_across_processes(t, -1.0f);
+  EXPECT_EQ(padded.shape(), (nn::Shape{n(), 2}));
+  EXPECT_EQ(padded[0], static_cast<float>(r));
+  EXPECT_EQ(padded[padded.numel() - 1], r + 1 == comm_.size() ? static_cast<float>(r) : -1.0f);
+  const nn::Tensor front = engine.pad_across_processes(t, -1.0f, true);
+  EXPECT_EQ(front[0], r + 1 == comm_.size() ? static_cast<float>(r) : -1.0f);
+  EXPECT_EQ(front[front.numel() - 1], static_cast<float>(r));
+
+  nn::Tensor one({3});
+  one.fill(static_cast<float>(r + 1));
+  const float nf = static_cast<float>(n());
+  EXPECT_EQ(engine.reduce(one)[2], nf * (nf + 1.0f) / 2.0f);
+  EXPECT_EQ(engine.reduce(one, ReduceOp::avg)[0], (nf + 1.0f) / 2.0f);
+  EXPECT_EQ(engine.reduce(2.0), 2.0 * n());
+
+  nn::Tensor odd({1, static_cast<std::size_t>(r == 0 ? 3 : 2)});
+  if (n() > 1) {
+    EXPECT_THROW(engine.gather(odd), std::invalid_argument);
+  }
+}
+
+TEST_F(EngineTest, MainProcessFirstRunsTheMainProcessBeforeTheOthers) {
+  Engine engine({}, comm_);
+  const std::int64_t tag = comm_.allreduce_value<std::int64_t>(comm_.rank() == 0 ? getpid() : 0, ReduceOp::sum);
+  const std::filesystem::path marker =
+      std::filesystem::temp_directory_path() / ("mpitrain_main_first_" + std::to_string(tag));
+  {
+    auto guard = engine.main_process_first();
+    if (engine.is_main_process()) {
+      std::ofstream(marker) << "written by rank 0";
+    } else {
+      EXPECT_TRUE(std::filesystem::exists(marker)) << "rank " << comm_.rank() << " ran first";
+    }
+  }
+  engine.wait_for_everyone();
+  if (engine.is_main_process()) std::filesystem::remove(marker);
+  EXPECT_EQ(engine.is_local_main_process(), comm_.local_rank() == 0);
+}
+
+TEST_F(EngineTest, SeedsGiveSharedModelStreamsAndDistinctRankStreams) {
+  EngineConfig config;
+  config.seed = 11;
+  Engine engine(config, comm_);
+  const auto model_draws = comm_.allgather_value<std::int64_t>(engine.model_rng().next_u32());
+  for (std::int64_t d : model_draws) EXPECT_EQ(d, model_draws[0]);
+  const auto rank_draws = comm_.allgather_value<std::int64_t>(engine.process_rng().next_u64() >> 1);
+  for (std::size_t i = 0; i < rank_draws.size(); ++i) {
+    for (std::size_t j = i + 1; j < rank_draws.size(); ++j) EXPECT_NE(rank_draws[i], rank_draws[j]);
+  }
+  EXPECT_NE(engine.process_rng(0).next_u64(), engine.process_rng(1).next_u64());
+  engine.set_seed(12);
+  EXPECT_EQ(engine.model_rng().seed(), 12u);
+}
+
+// ---- state -------------------------------------------------------------------------------------------------
+
+TEST_F(EngineTest, CountersFollowTheRunAndCanBeRestored) {
+  const std::size_t size = 3 * n() * 4 + 2;  // two epochs of 4 batches, the last one short
+  auto ds = synthetic(size);
+  nn::Sequential model = mlp();
+  nn::Sgd opt(model.parameters(), sgd_options());
+  data::DataLoader loader(ds, loader_options(4));
+  Engine engine({}, comm_);
+  engine.prepare(model, opt, loader);
+  data::Batch b;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    while (engine.next_batch(b)) {
+      engine.backward(nn::cross_entropy(model.forward(b.features), b.labels).grad);
+      engine.step();
+      engine.zero_grad();
+    }
+  }
+  EXPECT_EQ(engine.step_count(), 8u);
+  EXPECT_EQ(engine.micro_step(), 8u);
+  EXPECT_EQ(engine.epoch(), 2u);
+  EXPECT_EQ(engine.batches_in_epoch(), 0u);
+  EXPECT_EQ(engine.samples_seen(), 2 * size);
+
+  EngineState saved = engine.state();
+  saved.step = 100;
+  Engine restored({}, comm_);
+  restored.load_state(saved);
+  EXPECT_EQ(restored.step_count(), 100u);
+  EXPECT_EQ(restored.samples_seen(), 2 * size);
+}
+
+TEST_F(EngineTest, InvalidConfigNamesTheKey) {
+  EngineConfig config;
+  config.gradient_accumulation_steps = 0;
+  try {
+    Engine engine(config, comm_);
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("training.gradient_accumulation_steps"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace mpitrain
