@@ -16,7 +16,7 @@ Dropout::Dropout(float p, std::uint64_t seed, std::uint64_t stream) : p_(p), rng
 Tensor Dropout::forward(const Tensor& x) {
   shape_ = x.shape();
   forwarded_ = true;
-  Tensor y(x.shape());
+  Tensor y = Tensor::uninitialized(x.shape());
   identity_ = !training_ || p_ == 0.0f;
   if (identity_) {
     std::copy_n(x.data(), x.numel(), y.data());
@@ -42,7 +42,7 @@ Tensor Dropout::backward(const Tensor& grad_out) {
                                 " does not match the last input " + to_string(shape_));
   }
   if (!requires_input_grad_) return Tensor();
-  Tensor dx(shape_);
+  Tensor dx = Tensor::uninitialized(shape_);
   if (identity_) {
     std::copy_n(grad_out.data(), grad_out.numel(), dx.data());
   } else {

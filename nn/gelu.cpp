@@ -19,7 +19,7 @@ Tensor GELU::forward(const Tensor& x) {
   input_.resize(x.shape());
   std::copy_n(x.data(), x.numel(), input_.data());
   round_to_precision(input_.span(), precision_);
-  Tensor y(x.shape());
+  Tensor y = Tensor::uninitialized(x.shape());
   const float* in = input_.data();
   float* out = y.data();
   for (std::size_t i = 0, n = x.numel(); i < n; ++i) {
@@ -35,7 +35,7 @@ Tensor GELU::backward(const Tensor& grad_out) {
                                 " does not match the last input " + to_string(input_.shape()));
   }
   if (!requires_input_grad_) return Tensor();
-  Tensor dx(input_.shape());
+  Tensor dx = Tensor::uninitialized(input_.shape());
   const float* x = input_.data();
   const float* g = grad_out.data();
   float* d = dx.data();

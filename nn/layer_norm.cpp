@@ -37,7 +37,7 @@ Tensor LayerNorm::forward(const Tensor& x) {
   rstd_.resize({rows});
   std::copy_n(x.data(), x.numel(), xhat_.data());
   round_to_precision(xhat_.span(), precision_);
-  Tensor y(x.shape());
+  Tensor y = Tensor::uninitialized(x.shape());
   const float* w = affine_ ? weight_.value.data() : nullptr;
   const float* b = affine_ ? bias_.value.data() : nullptr;
   for (std::size_t r = 0; r < rows; ++r) {
@@ -98,7 +98,7 @@ Tensor LayerNorm::backward(const Tensor& grad_out) {
   }
   if (!requires_input_grad_) return Tensor();
 
-  Tensor dx(shape_);
+  Tensor dx = Tensor::uninitialized(shape_);
   dxhat_.resize({d});
   float* dxh = dxhat_.data();
   const float* w = affine_ ? weight_.value.data() : nullptr;

@@ -80,7 +80,7 @@ Tensor Linear::forward(const Tensor& x) {
 
   Shape out_shape = x.shape();
   out_shape.back() = out_;
-  Tensor y(std::move(out_shape));
+  Tensor y = Tensor::uninitialized(std::move(out_shape));
   if (has_bias_ && rows > 0) {
     std::copy_n(bias_.value.data(), out_, y.data());
     round_to_precision(std::span<float>(y.data(), out_), precision_);
@@ -142,7 +142,7 @@ Tensor Linear::backward(const Tensor& grad_out) {
   // dX (rows, in) = g (rows, out) W (out, in).
   const float* w =
       forward_precision_ == Precision::fp32 ? weight_.value.data() : weight_used_.data();
-  Tensor dx(input_shape_);
+  Tensor dx = Tensor::uninitialized(input_shape_);
   gemm(Trans::no, Trans::no, rows, in_, out_, 1.0f, g, out_, w, in_, 0.0f, dx.data(), in_);
   round_to_precision(dx.span(), precision_);
   return dx;

@@ -6,7 +6,7 @@
 namespace mpitrain::nn {
 
 Tensor ReLU::forward(const Tensor& x) {
-  Tensor y(x.shape());
+  Tensor y = Tensor::uninitialized(x.shape());
   const float* in = x.data();
   float* out = y.data();
   // `in < 0 ? 0 : in` keeps NaN (torch's relu propagates it) and vectorises.
@@ -24,11 +24,16 @@ Tensor ReLU::backward(const Tensor& grad_out) {
                                 to_string(output_.shape()));
   }
   if (!requires_input_grad_) return Tensor();
-  Tensor dx(output_.shape());
+  Tensor dx = Tensor::uninitialized(output_.shape());
   const float* y = output_.data();
   const float* g = grad_out.data();
   float* d = dx.data();
-  for (std::size_t i = 0, n = dx.numel(); i < n; ++i) d[i] = y[i] > 0.0f ? g[i] : 0.0f;
+  // Both operands loaded unconditionally so the select vectorises; a NaN/inf gradient where
+  // y <= 0 still gives 0, as torch's threshold_backward.
+  for (std::size_t i = 0, n = dx.numel(); i < n; ++i) {
+    const float gi = g[i];
+    d[i] = y[i] > 0.0f ? gi : 0.0f;
+  }
   round_to_precision(dx.span(), precision_);
   return dx;
 }

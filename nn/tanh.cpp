@@ -7,7 +7,7 @@
 namespace mpitrain::nn {
 
 Tensor Tanh::forward(const Tensor& x) {
-  Tensor y(x.shape());
+  Tensor y = Tensor::uninitialized(x.shape());
   const float* in = x.data();
   float* out = y.data();
   for (std::size_t i = 0, n = x.numel(); i < n; ++i) out[i] = std::tanh(in[i]);
@@ -24,7 +24,7 @@ Tensor Tanh::backward(const Tensor& grad_out) {
                                 to_string(output_.shape()));
   }
   if (!requires_input_grad_) return Tensor();
-  Tensor dx(output_.shape());
+  Tensor dx = Tensor::uninitialized(output_.shape());
   const float* y = output_.data();
   const float* g = grad_out.data();
   float* d = dx.data();

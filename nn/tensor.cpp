@@ -10,12 +10,13 @@ namespace {
 
 constexpr std::size_t kAlignment = 64;  // bytes: a cache line, and full AVX-512 vectors
 
-float* allocate(std::size_t n) {
+// Returns storage for n floats, zero-filled unless `zero` is false.
+float* allocate(std::size_t n, bool zero = true) {
   if (n == 0) return nullptr;
   const std::size_t bytes = (n * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, bytes);
   if (p == nullptr) throw std::bad_alloc();
-  std::fill_n(static_cast<float*>(p), n, 0.0f);
+  if (zero) std::fill_n(static_cast<float*>(p), n, 0.0f);
   return static_cast<float*>(p);
 }
 
@@ -43,6 +44,15 @@ Tensor::Tensor(Shape shape) : shape_(std::move(shape)), size_(nn::numel(shape_))
   data_ = owned_.get();
 }
 
+Tensor Tensor::uninitialized(Shape shape) {
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.size_ = nn::numel(t.shape_);
+  t.owned_.reset(allocate(t.size_, false));
+  t.data_ = t.owned_.get();
+  return t;
+}
+
 Tensor Tensor::view(std::span<float> data, Shape shape) {
   if (data.size() != nn::numel(shape)) {
     throw std::invalid_argument("Tensor::view: " + std::to_string(data.size()) +
@@ -57,7 +67,7 @@ Tensor Tensor::view(std::span<float> data, Shape shape) {
 
 Tensor::Tensor(const Tensor& other) : shape_(other.shape_), size_(other.size_) {
   if (other.owned_) {
-    owned_.reset(allocate(size_));
+    owned_.reset(allocate(size_, false));
     std::copy_n(other.data_, size_, owned_.get());
     data_ = owned_.get();
   } else {
@@ -84,7 +94,7 @@ void Tensor::fill(float value) noexcept { std::fill_n(data_, size_, value); }
 
 void Tensor::resize(Shape shape) {
   const std::size_t n = nn::numel(shape);
-  if (!owned_ || n != size_) *this = Tensor(shape);
+  if (!owned_ || n != size_) *this = uninitialized(shape);
   shape_ = std::move(shape);
 }
 

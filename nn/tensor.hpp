@@ -26,6 +26,9 @@ class Tensor {
   // An owning tensor of the given shape, filled with zeros.
   explicit Tensor(Shape shape);
   Tensor(std::initializer_list<std::size_t> shape) : Tensor(Shape(shape)) {}
+  // Returns an owning tensor of `shape` whose values are unspecified: for outputs that are
+  // about to be overwritten, saving the zero-fill pass.
+  static Tensor uninitialized(Shape shape);
   // Returns a non-owning tensor over `data`, which must hold exactly numel(shape) values and
   // outlive the view.
   static Tensor view(std::span<float> data, Shape shape);
@@ -55,9 +58,9 @@ class Tensor {
   Tensor reshaped(Shape shape) &&;
   void fill(float value) noexcept;
   void zero() noexcept { fill(0.0f); }
-  // Makes this an owning tensor of `shape` for use as a reusable buffer: keeps the storage
-  // (values unspecified) when this already owns exactly numel(shape) values, otherwise
-  // allocates zeros. Layers call it every step, so steady-state training does not allocate.
+  // Makes this an owning tensor of `shape` for use as a reusable buffer, values unspecified:
+  // keeps the storage when this already owns exactly numel(shape) values, otherwise
+  // allocates. Layers call it every step, so steady-state training does not allocate.
   void resize(Shape shape);
 
  private:

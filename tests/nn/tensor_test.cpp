@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "mpitrain/nn/parameter.hpp"
@@ -19,7 +20,15 @@ TEST(Tensor, ResizeKeepsStorageWhenSizeMatches) {
   t.resize({5, 5});
   EXPECT_EQ(t.numel(), 25u);
   EXPECT_FALSE(t.is_view());
-  for (std::size_t i = 0; i < t.numel(); ++i) EXPECT_EQ(t[i], 0.0f);
+  EXPECT_EQ(to_string(t.shape()), "[5, 5]");
+}
+
+TEST(Tensor, UninitializedIsOwningAlignedAndShaped) {
+  Tensor t = Tensor::uninitialized({3, 5});
+  EXPECT_EQ(t.numel(), 15u);
+  EXPECT_FALSE(t.is_view());
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data()) % 64, 0u);
+  EXPECT_TRUE(Tensor::uninitialized({0, 4}).empty());
 }
 
 TEST(Tensor, ResizeOfAViewMakesItOwning) {
