@@ -24,9 +24,10 @@
 #include <immintrin.h>
 #endif
 
-// The lane templates return 32-byte vectors from always-inlined functions (parameters are
-// passed by reference), and GCC warns that such a return would have another ABI without AVX.
-// That cannot matter here: the 32-byte instances are only ever inlined into AVX2 functions.
+// Every function below that returns a 32-byte vector is always_inline (or a compiler builtin;
+// std::bit_cast is not used for vectors, since at -O0 it is a real function), so its 32-byte
+// instances only ever exist inlined into AVX2 functions. GCC still warns on their declarations
+// that such a return would have another ABI without AVX, which therefore cannot matter here.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
@@ -60,6 +61,12 @@ template <class V, class T>
   std::memcpy(static_cast<void*>(p), &v, sizeof v);
 }
 
+// Returns the bits of `v` as type To of the same size.
+template <class To, class From>
+[[gnu::always_inline]] inline To as(const From& v) noexcept {
+  return __builtin_bit_cast(To, v);
+}
+
 // Returns the 16-bit patterns (u16 lanes) widened to 32-bit lanes, and back.
 template <std::size_t N>
 [[gnu::always_inline]] inline typename Lanes<N>::u32 widen(const typename Lanes<N>::u16& v) noexcept {
@@ -79,7 +86,7 @@ template <std::size_t N>
   using I = typename Lanes<N>::i32;
   const auto rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const auto quiet_nan = (u >> 16) | 0x0040u;
-  return (std::bit_cast<I>(u & 0x7fffffffu) > 0x7f800000) ? quiet_nan : rounded;
+  return (as<I>(u & 0x7fffffffu) > 0x7f800000) ? quiet_nan : rounded;
 }
 
 // Returns the float32 patterns equal to the bfloat16 patterns `b` (NaNs made quiet).
@@ -87,7 +94,7 @@ template <std::size_t N>
 [[gnu::always_inline]] inline typename Lanes<N>::u32 f32_from_bf16(const typename Lanes<N>::u32& b) noexcept {
   using I = typename Lanes<N>::i32;
   const auto u = b << 16;
-  return (std::bit_cast<I>(b & 0x7fffu) > 0x7f80) ? (u | 0x00400000u) : u;
+  return (as<I>(b & 0x7fffu) > 0x7f80) ? (u | 0x00400000u) : u;
 }
 
 // Returns the float16 patterns nearest to the float32 patterns `u`.
@@ -98,10 +105,10 @@ template <std::size_t N>
   using F = typename Lanes<N>::f32;
   const U sign = (u >> 16) & 0x8000u;
   const U abs = u & 0x7fffffffu;
-  const I iabs = std::bit_cast<I>(abs);  // abs < 2^31: signed compares are exact
+  const I iabs = as<I>(abs);  // abs < 2^31: signed compares are exact
   const I is_small = iabs < 0x38800000;
-  const F small = std::bit_cast<F>(is_small ? abs : U{});
-  const U subnormal = std::bit_cast<U>(small + 0.5f) - 0x3f000000u;
+  const F small = as<F>(is_small ? abs : U{});
+  const U subnormal = as<U>(small + 0.5f) - 0x3f000000u;
   const U normal = (abs + 0x0fffu + ((abs >> 13) & 1u) - (112u << 23)) >> 13;
   const U quiet_nan = 0x7e00u | ((abs >> 13) & 0x03ffu);
   U r = is_small ? subnormal : normal;
@@ -118,8 +125,8 @@ template <std::size_t N>
   using F = typename Lanes<N>::f32;
   const U sign = (h & 0x8000u) << 16;
   const U abs = h & 0x7fffu;
-  const I iabs = std::bit_cast<I>(abs);
-  const U subnormal = std::bit_cast<U>(__builtin_convertvector(iabs, F) * 0x1p-24f);
+  const I iabs = as<I>(abs);
+  const U subnormal = as<U>(__builtin_convertvector(iabs, F) * 0x1p-24f);
   const U normal = (abs << 13) + (112u << 23);
   const U special = ((abs << 13) + (224u << 23)) | ((iabs > 0x7c00) ? U{} + 0x00400000u : U{});
   const U r = (iabs < 0x0400) ? subnormal : ((iabs >= 0x7c00) ? special : normal);
@@ -167,7 +174,8 @@ template <std::size_t N>
   using F = typename L::f32;
   std::size_t i = 0;
   for (; i + N <= n; i += N) {
-    const F x = std::bit_cast<F>(f32_from_bf16<N>(widen<N>(load<typename L::u16>(in + i))));
+    // Widened without quieting: the addition quiets a signalling NaN operand by itself.
+    const F x = as<F>(widen<N>(load<typename L::u16>(in + i)) << 16);
     store(acc + i, load<F>(acc + i) + x);
   }
   for (; i < n; ++i) acc[i] += to_float(in[i]);
@@ -180,9 +188,10 @@ template <std::size_t N>
   using U = typename L::u32;
   std::size_t i = 0;
   for (; i + N <= n; i += N) {
-    const F x = std::bit_cast<F>(f32_from_bf16<N>(widen<N>(load<typename L::u16>(a + i))));
-    const F y = std::bit_cast<F>(f32_from_bf16<N>(widen<N>(load<typename L::u16>(inout + i))));
-    store(inout + i, narrow<N>(bf16_from_f32<N>(std::bit_cast<U>(x + y))));
+    // Widened without quieting: the addition quiets a signalling NaN operand by itself.
+    const F x = as<F>(widen<N>(load<typename L::u16>(a + i)) << 16);
+    const F y = as<F>(widen<N>(load<typename L::u16>(inout + i)) << 16);
+    store(inout + i, narrow<N>(bf16_from_f32<N>(as<U>(x + y))));
   }
   for (; i < n; ++i) inout[i] = to_bfloat16(to_float(a[i]) + to_float(inout[i]));
 }
@@ -203,7 +212,7 @@ template <std::size_t N>
   using F = typename L::f32;
   std::size_t i = 0;
   for (; i + N <= n; i += N) {
-    const F x = std::bit_cast<F>(f32_from_f16<N>(widen<N>(load<typename L::u16>(in + i))));
+    const F x = as<F>(f32_from_f16<N>(widen<N>(load<typename L::u16>(in + i))));
     store(acc + i, load<F>(acc + i) + x);
   }
   for (; i < n; ++i) acc[i] += to_float(in[i]);
@@ -216,9 +225,9 @@ template <std::size_t N>
   using U = typename L::u32;
   std::size_t i = 0;
   for (; i + N <= n; i += N) {
-    const F x = std::bit_cast<F>(f32_from_f16<N>(widen<N>(load<typename L::u16>(a + i))));
-    const F y = std::bit_cast<F>(f32_from_f16<N>(widen<N>(load<typename L::u16>(inout + i))));
-    store(inout + i, narrow<N>(f16_from_f32<N>(std::bit_cast<U>(x + y))));
+    const F x = as<F>(f32_from_f16<N>(widen<N>(load<typename L::u16>(a + i))));
+    const F y = as<F>(f32_from_f16<N>(widen<N>(load<typename L::u16>(inout + i))));
+    store(inout + i, narrow<N>(f16_from_f32<N>(as<U>(x + y))));
   }
   for (; i < n; ++i) inout[i] = to_float16(to_float(a[i]) + to_float(inout[i]));
 }
@@ -284,8 +293,26 @@ constexpr std::size_t kLanes = 8;  // 32-byte vectors
 [[gnu::target("avx2,f16c")]] void accumulate_bf16(const bfloat16* in, float* acc, std::size_t n) noexcept {
   lanes::accumulate_bf16<kLanes>(in, acc, n);
 }
+// 16 values per iteration: interleaving each bfloat16 with a zero below it widens it to
+// float32 in place (unpacklo/hi per 128-bit half), and packus_epi32 undoes exactly that
+// interleaving, so no zero-extension or lane permutation is needed.
 [[gnu::target("avx2,f16c")]] void add_rounded_bf16(const bfloat16* a, bfloat16* inout, std::size_t n) noexcept {
-  lanes::add_rounded_bf16<kLanes>(a, inout, n);
+  using U = lanes::Lanes<kLanes>::u32;
+  const __m256i zero = _mm256_setzero_si256();
+  std::size_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const auto x = lanes::load<__m256i>(a + i);
+    const auto y = lanes::load<__m256i>(inout + i);
+    const __m256 low = _mm256_add_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, x)),
+                                     _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, y)));
+    const __m256 high = _mm256_add_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, x)),
+                                      _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, y)));
+    // bfloat16 patterns in 32-bit lanes, all below 2^16, so packus never saturates.
+    const auto low_bits = lanes::as<__m256i>(lanes::bf16_from_f32<kLanes>(lanes::as<U>(low)));
+    const auto high_bits = lanes::as<__m256i>(lanes::bf16_from_f32<kLanes>(lanes::as<U>(high)));
+    lanes::store(inout + i, _mm256_packus_epi32(low_bits, high_bits));
+  }
+  lanes::add_rounded_bf16<kLanes>(a + i, inout + i, n - i);
 }
 [[gnu::target("avx2,f16c")]] void round_bf16(float* values, std::size_t n) noexcept {
   lanes::round_bf16<kLanes>(values, n);

@@ -1,3 +1,5 @@
+// LossScaler. Cost: O(1) time and memory per update; the inf/NaN check itself is all_finite.
+
 #include "mpitrain/precision/loss_scaler.hpp"
 
 #include <fmt/format.h>
