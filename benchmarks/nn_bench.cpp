@@ -1,7 +1,7 @@
 // nn_bench: training-step throughput of the nn/ substrate on one rank with one BLAS thread,
 // and the share of the step spent outside GEMM.
 //
-//   nn_bench [--steps N] [--warmup N] [--optimizer adamw|sgd]
+//   nn_bench [--steps N] [--warmup N] [--optimizer adamw|sgd] [--stat min|median]
 //
 // For MLP 784-256-256-10 at batch 64 and 784-1024-1024-10 at batch 128 (ReLU, as the
 // trainer's default model), a step is zero_grad + forward + cross-entropy + backward +
@@ -12,8 +12,9 @@
 // GEMM share: the same GEMMs a step runs (forward x W^T, dW = g^T x, dX = g W except for the
 // first layer), with the same shapes, timed alone, interleaved with the training steps;
 // outside_gemm% = 1 - gemm / step (the whole step) and, for the layers alone,
-// layers_outside% = 1 - gemm / fwd_bwd. All times are medians over the steps (the machine
-// may be shared), samples/s = batch / median step.
+// layers_outside% = 1 - gemm / fwd_bwd. Each time is a statistic over the steps: the
+// minimum by default (on a shared machine, the best step estimates the uncontended cost;
+// step = min over steps of fwd_bwd + opt) or the median; samples/s = batch / step.
 // benchmarks/nn_bench_torch.py measures torch on the same models and batches, so both can
 // be compared in one session.
 
@@ -160,8 +161,9 @@ class Bench {
   std::vector<Tensor> acts_, grads_, weights_, wgrads_;
 };
 
-// Returns the median of `v` (reordered).
-double median(std::vector<double>& v) {
+// Returns the minimum or the median of `v` (reordered).
+double statistic(std::vector<double> v, bool use_min) {
+  if (use_min) return *std::min_element(v.begin(), v.end());
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
   return v[v.size() / 2];
 }
@@ -189,6 +191,7 @@ int main(int argc, char** argv) {
 #else
   OptimizerKind optimizer = OptimizerKind::sgd;
 #endif
+  bool use_min = true;
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string_view arg = argv[i];
@@ -196,6 +199,12 @@ int main(int argc, char** argv) {
         steps = parse_count(arg, i + 1 < argc ? argv[++i] : nullptr);
       } else if (arg == "--warmup") {
         warmup = parse_count(arg, i + 1 < argc ? argv[++i] : nullptr);
+      } else if (arg == "--stat" && i + 1 < argc) {
+        const std::string_view name = argv[++i];
+        if (name != "min" && name != "median") {
+          throw std::invalid_argument("unknown statistic '" + std::string(name) + "'");
+        }
+        use_min = name == "min";
       } else if (arg == "--optimizer" && i + 1 < argc) {
         const std::string_view name = argv[++i];
         if (name == "sgd") {
@@ -210,7 +219,8 @@ int main(int argc, char** argv) {
       } else {
         throw std::invalid_argument(
             "unknown argument '" + std::string(arg) +
-            "' (usage: nn_bench [--steps N] [--warmup N] [--optimizer adamw|sgd])");
+            "' (usage: nn_bench [--steps N] [--warmup N] [--optimizer adamw|sgd] "
+            "[--stat min|median])");
       }
     }
   } catch (const std::exception& e) {
@@ -219,8 +229,10 @@ int main(int argc, char** argv) {
   }
   set_blas_threads(1);
   const std::vector<Case> cases{{784, {256, 256}, 10, 64}, {784, {1024, 1024}, 10, 128}};
-  std::printf("# nn_bench: 1 rank, %zu BLAS thread(s), ReLU MLP, cross-entropy, optimizer %s\n",
-              blas_threads(), optimizer == OptimizerKind::adamw ? "AdamW" : "SGD (inline)");
+  std::printf("# nn_bench: 1 rank, %zu BLAS thread(s), ReLU MLP, cross-entropy, optimizer %s, "
+              "%s over steps\n",
+              blas_threads(), optimizer == OptimizerKind::adamw ? "AdamW" : "SGD (inline)",
+              use_min ? "minimum" : "median");
   std::printf("%-16s %6s %10s %9s %11s %8s %9s %14s %17s\n", "model", "batch", "samples/s",
               "step_ms", "fwd_bwd_ms", "opt_ms", "gemm_ms", "outside_gemm%",
               "layers_outside%");
@@ -234,15 +246,17 @@ int main(int argc, char** argv) {
     }
     fwd_bwd.clear();
     opt.clear();
-    // Interleaved, so that both see the same machine load; medians resist interference.
+    // Interleaved, so that both see the same machine load.
     for (std::size_t i = 0; i < n; ++i) {
       bench.step(i, fwd_bwd, opt);
       gemm_only.push_back(bench.gemm_step());
     }
-    const double fwd_bwd_s = median(fwd_bwd);
-    const double opt_s = median(opt);
-    const double gemm_s = median(gemm_only);
-    const double step_s = fwd_bwd_s + opt_s;
+    std::vector<double> whole(fwd_bwd.size());
+    for (std::size_t i = 0; i < whole.size(); ++i) whole[i] = fwd_bwd[i] + opt[i];
+    const double fwd_bwd_s = statistic(fwd_bwd, use_min);
+    const double opt_s = statistic(opt, use_min);
+    const double gemm_s = statistic(gemm_only, use_min);
+    const double step_s = statistic(whole, use_min);
     std::printf("%-16s %6zu %10.0f %9.3f %11.3f %8.3f %9.3f %13.1f%% %16.1f%%\n",
                 describe(c).c_str(), c.batch, static_cast<double>(c.batch) / step_s,
                 step_s * 1e3, fwd_bwd_s * 1e3, opt_s * 1e3, gemm_s * 1e3,

@@ -186,6 +186,22 @@ TEST(Linear, Fp16MatchesEmulationIncludingOverflowToInf) {
   EXPECT_GT(infs, 0) << "outputs beyond 65520 must become inf in fp16";
 }
 
+TEST(Linear, Fp16GradientsOverflowToInfLikeAnUnscaledGpuRun) {
+  Linear lin(1, 1);
+  lin.weight().value[0] = 1.0f;
+  lin.bias()->value[0] = 0.0f;
+  lin.set_precision(Precision::fp16);
+  Tensor x({1, 1});
+  x[0] = 300.0f;
+  lin.forward(x);
+  Tensor g({1, 1});
+  g[0] = 300.0f;  // dW = 300 * 300 = 90000 > 65520: inf in fp16, then inf in the fp32 grad
+  const Tensor dx = lin.backward(g);
+  EXPECT_TRUE(std::isinf(lin.weight().grad[0]));
+  EXPECT_EQ(lin.bias()->grad[0], 300.0f);
+  EXPECT_EQ(dx[0], 300.0f);
+}
+
 TEST(Linear, MixedPrecisionKeepsMasterWeightsAndAccumulatesInFp32) {
   Rng rng(3);
   Linear lin(4, 3, true, rng);
