@@ -5,12 +5,14 @@
 //
 // Bitwise agreement with torch 1.13 (_single_tensor_adamw): torch's CPU kernels evaluate
 // `a.add_(b, alpha=s)` as fma(b, s, a) and `a.addcmul_(b, c, value=s)` as fma(s*b, c, a)
-// (explicit in the vectorised path, contracted by the compiler in the scalar tail), and
+// (explicit in the vectorised path, contracted by the compiler in its scalar tail), and
 // `a.addcdiv_(b, c, value=s)` as a + (s*b)/c, with every scalar first rounded to float32;
 // the bias corrections are computed in double (Python floats, libm pow). This file writes
-// the same operations in the same order, with std::fma where torch fuses; it relies on the
-// project's ISO C++ mode (-std=c++20 makes GCC's default -ffp-contract=off) so nothing else
-// is fused.
+// the same operations in the same order, with std::fma where torch fuses. GCC also fuses a
+// plain a*b+c on its own (its C++ default is -ffp-contract=fast, even with -std=c++20), so
+// where torch rounds a product before adding it, the product is written
+// std::fma(a, b, -0.0): exactly the rounded product for every a and b (adding -0 changes
+// nothing, not even the sign of a zero), and not a multiplication the compiler could fuse.
 
 #include "mpitrain/nn/adamw.hpp"
 
@@ -23,9 +25,9 @@
 namespace mpitrain::nn {
 namespace {
 
-// std::fma and std::sqrt only vectorise where the target has FMA instructions and sqrt needs
-// no errno; on x86-64 Linux the update is compiled twice and the loader picks the FMA version
-// when the CPU has it. Both versions compute the same correctly rounded results.
+// std::fma only vectorises where the target has FMA instructions (and std::sqrt only without
+// errno, -fno-math-errno); on x86-64 Linux the update is compiled twice and the loader picks
+// the FMA version when the CPU has it. Both compute the same correctly rounded results.
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
 #define MPITRAIN_FMA_CLONES __attribute__((target_clones("fma", "default")))
 #else
@@ -57,7 +59,7 @@ template <bool kAmsgrad>
   const std::size_t n = param.size();
   for (std::size_t i = 0; i < n; ++i) {
     const float gi = g[i] * s.sign;
-    const float decayed = p[i] * s.decay;
+    const float decayed = std::fma(p[i], s.decay, -0.0f);  // rounded: added to below
     const float kept_m = m[i] * s.beta1;
     const float mi = std::fma(gi, s.one_minus_beta1, kept_m);
     const float kept_v = v[i] * s.beta2;
@@ -158,7 +160,7 @@ void AdamW::step() {
     const double bias_correction2 = 1.0 - std::pow(beta2, t);
     const double step_size = lr_ / bias_correction1;
     const Scalars s{options_.maximize ? -1.0f : 1.0f,
-                    static_cast<float>(1.0 - lr_ * options_.weight_decay),
+                    static_cast<float>(1.0 - std::fma(lr_, options_.weight_decay, -0.0)),
                     static_cast<float>(beta1),
                     static_cast<float>(1.0 - beta1),
                     static_cast<float>(beta2),

@@ -6,8 +6,9 @@
 // Bitwise agreement with torch: torch's CPU kernels evaluate `a.add_(b, alpha=s)` as
 // fma(b, s, a) (explicit in its vectorised path, contracted by the compiler in its scalar
 // tail) with every scalar first rounded to float32. This file writes the same fmas with
-// std::fma and rounds the scalars the same way; it relies on the project's ISO C++ mode
-// (-std=c++20 makes GCC's default -ffp-contract=off) so nothing else is fused.
+// std::fma and rounds the scalars the same way. Every addition here is such an fma, so the
+// compiler's own contraction of a*b+c (GCC's C++ default, -ffp-contract=fast) has nothing
+// left to fuse.
 
 #include "mpitrain/nn/sgd.hpp"
 
