@@ -124,8 +124,8 @@ struct Hdf5Dataset::Impl {
     if (status < 0) fail(dataset, std::string(call) + " failed: " + take_error_stack());
   }
 
-  Handle open_dataset(const std::string& name) const {
-    const hid_t id = H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT);
+  Handle open_dataset(const std::string& name, hid_t access = H5P_DEFAULT) const {
+    const hid_t id = H5Dopen2(file.get(), name.c_str(), access);
     if (id < 0) {
       fail(name, "no such dataset, or it cannot be opened (" + take_error_stack() + ")");
     }
@@ -154,7 +154,12 @@ struct Hdf5Dataset::Impl {
       fail("", "cannot open: " + std::generic_category().message(err));
     }
     std::fclose(probe);
-    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    // No sieve buffer: with HDF5's default 64 KiB one, every row of a shuffled batch from a
+    // contiguous dataset pulled a whole 64 KiB block (1.7 ms against 0.4 ms per batch of 64
+    // Fashion-MNIST rows); runs of consecutive rows are read in one piece either way.
+    Handle access(check(H5Pcreate(H5P_FILE_ACCESS), "", "H5Pcreate"), H5Pclose);
+    check_status(H5Pset_sieve_buf_size(access.get(), 0), "", "H5Pset_sieve_buf_size");
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get());
     if (f < 0) fail("", "cannot open as HDF5: " + take_error_stack());
     file = Handle(f, H5Fclose);
     open_features();
@@ -163,7 +168,14 @@ struct Hdf5Dataset::Impl {
 
   void open_features() {
     const std::string& name = options.features;
-    features = open_dataset(name);
+    Handle access(check(H5Pcreate(H5P_DATASET_ACCESS), name, "H5Pcreate"), H5Pclose);
+    if (options.chunk_cache_bytes > 0) {
+      // 12421 slots (a prime, as HDF5 advises) keep hash collisions rare for caches of up to
+      // a few thousand chunks; w0 = 1: evict fully read chunks first.
+      check_status(H5Pset_chunk_cache(access.get(), 12421, options.chunk_cache_bytes, 1.0), name,
+                   "H5Pset_chunk_cache");
+    }
+    features = open_dataset(name, access.get());
     feature_dims = extents(features.get(), name);
     if (feature_dims.size() < 2) {
       fail(name, "shape mismatch: features have shape " + dims_text(feature_dims) +

@@ -8,13 +8,18 @@
 // read per get_batch, and only the rows asked for: the indices are sorted, duplicates read
 // once, consecutive rows coalesced into runs, and the union of those runs read with one
 // H5Dread through a hyperslab selection, then scattered into request order.
-// Cost of a batch of k indices forming r runs: O(k log k) to sort, one H5Dread of the
-// selected rows (r hyperslab blocks; HDF5 1.10 builds the union in O(r^2) at worst, which
-// is negligible for batch-sized r), k * d * 4 bytes of scratch unless the indices are
-// already strictly increasing (then HDF5 reads straight into the output). Contiguous
-// datasets read just the selected bytes; chunked (possibly compressed) ones read and
-// decompress every chunk the selection touches, through HDF5's chunk cache (1 MiB per
-// dataset by default), so random batches over a chunked file cost about one chunk per row.
+// Cost of a batch of k indices forming r runs: O(k log k) to sort, r hyperslab blocks OR-ed
+// into one selection (about 0.1 ms for r = 64), one H5Dread, and k * d values of scratch
+// unless the indices are strictly increasing (then HDF5 reads straight into the output).
+// The file is opened without HDF5's sieve buffer, so a contiguous dataset reads just the
+// selected rows. A chunked (possibly compressed) dataset reads and decompresses every chunk
+// the selection touches, through a chunk cache of 1 MiB by default: shuffled batches then
+// decompress about one chunk per row. Measured on Fashion-MNIST-sized data (60000 x 784
+// fp32), batches of 64, 2 shared cores:
+//   contiguous:                          0.04 ms sequential, 0.4 ms shuffled per batch;
+//   chunks of 256 rows, deflate level 4: 4 ms sequential, 300 ms shuffled per batch,
+//                                        6 ms shuffled with chunk_cache_bytes = 256 MiB.
+// So store training data contiguous (h5py's default), or give the cache the whole dataset.
 //
 // HDF5 prints its error stack to stderr by default. This class turns that off only around
 // its own HDF5 calls (saving and restoring the previous handler with H5Eget_auto2 /
@@ -39,6 +44,10 @@ struct Hdf5DatasetOptions {
   // Classes; labels must lie in [0, num_classes). Unset: max label + 1.
   std::optional<std::size_t> num_classes;
   float uint8_divisor = 255.0f;  // uint8 features become value / uint8_divisor
+  // Chunk cache of the features dataset, bytes; 0 keeps HDF5's default (1 MiB). Only
+  // chunked datasets use it: size it to the uncompressed dataset to decompress each chunk
+  // once, not once per row (see the cost note above).
+  std::size_t chunk_cache_bytes = 0;
 };
 
 class Hdf5Dataset final : public Dataset {

@@ -113,9 +113,12 @@ TEST_F(Hdf5DatasetTest, ShapeAndClasses) {
 }
 
 TEST_F(Hdf5DatasetTest, BatchReadsEqualWrittenValues) {
-  for (const char* name : {"x", "x_chunked"}) {
-    SCOPED_TRACE(name);
-    const Hdf5Dataset dataset(path_, names(name, "y"));
+  for (int variant = 0; variant < 3; ++variant) {
+    const char* name = variant == 0 ? "x" : "x_chunked";
+    Hdf5DatasetOptions o = names(name, "y");
+    o.chunk_cache_bytes = variant == 2 ? std::size_t{1} << 22 : 0;
+    SCOPED_TRACE(std::string(name) + " cache " + std::to_string(o.chunk_cache_bytes));
+    const Hdf5Dataset dataset(path_, o);
     expect_rows(dataset, {7, 2, 2, 9, 0, 1, 3});  // any order, a repeat
     expect_rows(dataset, {1, 2, 3, 8});           // increasing: read in place
     expect_rows(dataset, {5});
