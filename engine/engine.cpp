@@ -300,7 +300,6 @@ bool Engine::next_batch(data::Batch& out) {
 Engine::MicroStep Engine::accumulate() {
   if (micro_open_) throw std::logic_error("Engine::accumulate: a micro-step is already open");
   begin_micro_step();
-  micro_explicit_ = true;
   return MicroStep(this);
 }
 
@@ -308,6 +307,7 @@ Engine::NoSync Engine::no_sync() { return NoSync(this); }
 
 void Engine::begin_micro_step() {
   micro_open_ = true;
+  backward_in_micro_ = false;
   const bool window_full = window_pos_ + 1 >= config_.gradient_accumulation_steps;
   const bool loader_end = config_.sync_with_dataloader && train_loader_ != nullptr &&
                           train_loader_->position() > 0 && train_loader_->end_of_epoch();
@@ -316,7 +316,6 @@ void Engine::begin_micro_step() {
 
 void Engine::end_micro_step() {
   micro_open_ = false;
-  micro_explicit_ = false;
   ++state_.micro_step;
   window_pos_ = sync_gradients_ ? 0 : window_pos_ + 1;
 }
@@ -330,7 +329,12 @@ float Engine::loss_gradient_scale() const noexcept {
 void Engine::run_backward(const std::function<void()>& body) {
   if (!sync_) throw std::logic_error("Engine::backward before prepare() or register_parameters()");
   const bool implicit = !micro_open_;
+  if (!implicit && backward_in_micro_) {
+    throw std::logic_error("Engine::backward: one backward per accumulate() micro-step (a second "
+                           "one would reduce gradients that are already reduced)");
+  }
   if (implicit) begin_micro_step();
+  backward_in_micro_ = true;
   const auto t0 = Clock::now();
   try {
     if (sync_gradients_) {

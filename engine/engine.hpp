@@ -153,7 +153,9 @@ class Engine {
 
   class MicroStep;
   class NoSync;
-  // Starts one micro-step, deciding sync_gradients() for it; the guard ends it.
+  // Starts one micro-step, deciding sync_gradients() for it; the guard ends it. Call it after
+  // reading the micro-step's batch (the loader's last batch decides synchronisation), and
+  // run one backward inside it. Without accumulate(), each backward() is a micro-step.
   [[nodiscard]] MicroStep accumulate();
   // Disables synchronisation for the micro-steps started while the guard lives.
   [[nodiscard]] NoSync no_sync();
@@ -310,7 +312,7 @@ class Engine {
   EngineState state_;
   std::size_t window_pos_ = 0;   // micro-steps since the last synchronisation
   bool micro_open_ = false;      // a micro-step is in progress
-  bool micro_explicit_ = false;  // ... started by accumulate()
+  bool backward_in_micro_ = false;  // the open micro-step has run its backward
   bool sync_gradients_ = true;
   int no_sync_depth_ = 0;
   bool step_pending_ = false;    // a synchronising backward ran since the last step()

@@ -223,8 +223,10 @@ SyncReport GradientSync::finish() {
       if (report.unused_local > 0 && next_launch_ == buckets_.size()) {
         throw std::logic_error("GradientSync: the last bucket left before its unused count was known");
       }
-      // 1 per rank with unused parameters: exact in every wire type up to 256 ranks.
-      storage_[unused_slot_] = report.unused_local > 0 ? 1.0f : 0.0f;
+      // 1 per rank with unused parameters: exact in every wire type up to 256 ranks. Once
+      // the last bucket has left (all parameters ready), its element is in flight and
+      // begin_sync() already set it to 0.
+      if (next_launch_ < buckets_.size()) storage_[unused_slot_] = report.unused_local > 0 ? 1.0f : 0.0f;
       if (options_.overlap) {
         while (next_launch_ < buckets_.size()) launch(next_launch_++);
         for (CommFuture& f : futures_) {

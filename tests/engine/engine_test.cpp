@@ -117,6 +117,16 @@ void train_reference(nn::Sequential& model, nn::Optimizer& opt, std::shared_ptr<
   }
 }
 
+// Bring-your-own-model parameters "a" (5 values) and "b" (3) in plain vectors.
+class OwnBuffers {
+ public:
+  std::vector<float> a = std::vector<float>(5, 1.0f), ga = std::vector<float>(5, 0.0f);
+  std::vector<float> b = std::vector<float>(3, 2.0f), gb = std::vector<float>(3, 0.0f);
+  std::vector<ExternalParameter> params() {
+    return {{"a", {5}, a, ga}, {"b", {3}, b, gb}};
+  }
+};
+
 class EngineTest : public ::testing::Test {
  protected:
   MpiRuntime runtime_;
@@ -302,6 +312,20 @@ TEST_F(EngineTest, NoSyncGuardSuppressesSynchronisation) {
   engine.backward(nn::cross_entropy(logits, b.labels).grad);
   EXPECT_TRUE(engine.sync_gradients());
   EXPECT_TRUE(engine.step());
+}
+
+TEST_F(EngineTest, OneBackwardPerAccumulateMicroStep) {
+  OwnBuffers own;
+  Engine engine({}, comm_);
+  engine.register_parameters(own.params());
+  auto report_all = [&] {
+    engine.grad_ready("b");
+    engine.grad_ready("a");
+  };
+  auto micro = engine.accumulate();
+  EXPECT_THROW(engine.accumulate(), std::logic_error);
+  engine.backward(report_all);
+  EXPECT_THROW(engine.backward(report_all), std::logic_error);
 }
 
 TEST_F(EngineTest, TheLoadersLastBatchEndsTheAccumulationWindow) {
@@ -511,15 +535,6 @@ TEST_F(EngineTest, ParameterNameMismatchIsReported) {
 }
 
 // ---- bring your own model: unused parameters, skipped steps ------------------------------------------
-
-class OwnBuffers {
- public:
-  std::vector<float> a = std::vector<float>(5, 1.0f), ga = std::vector<float>(5, 0.0f);
-  std::vector<float> b = std::vector<float>(3, 2.0f), gb = std::vector<float>(3, 0.0f);
-  std::vector<ExternalParameter> params() {
-    return {{"a", {5}, a, ga}, {"b", {3}, b, gb}};
-  }
-};
 
 TEST_F(EngineTest, UnusedParametersAreZeroUnderPolicyZero) {
   const float r = static_cast<float>(comm_.rank());

@@ -231,6 +231,9 @@ TEST_F(GradientSyncTest, UnusedParametersAreReducedAsTheirSlotsUnderPolicyZero) 
   sync.mark_ready(*params[2]);
   if (r != 0) sync.mark_ready(*params[1]);
   sync.mark_ready(*params[0]);
+  // Ranks other than 0 launched every bucket already; let those reductions complete before
+  // finish() so that nothing finish() does can race with them.
+  if (r != 0) stream_.synchronize();
   const SyncReport report = sync.finish();
   EXPECT_EQ(report.unused_local, r == 0 ? 1u : 0u);
   EXPECT_EQ(report.ranks_with_unused, 1u);  // every rank learns that rank 0 had one
@@ -254,6 +257,7 @@ TEST_F(GradientSyncTest, UnusedParametersRaiseOnEveryRankUnderPolicyError) {
   sync.mark_ready(*params[2]);
   if (r != 0) sync.mark_ready(*params[1]);  // only rank 0 leaves p1 without a gradient
   sync.mark_ready(*params[0]);
+  if (r != 0) stream_.synchronize();  // as above
   try {
     sync.finish();
     ADD_FAILURE() << "no error on rank " << r;
