@@ -159,6 +159,7 @@ struct Request::State {
   }
 };
 
+Request::Request() noexcept = default;
 Request::Request(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Request::Request(Request&&) noexcept = default;
 

@@ -35,7 +35,7 @@ std::span<const AllreduceAlgorithm> all_allreduce_algorithms() noexcept;
 // A nonblocking collective in flight. Destroying an unfinished Request waits for it.
 class Request {
  public:
-  Request() = default;
+  Request() noexcept;  // an empty request: already complete
   Request(Request&&) noexcept;
   Request& operator=(Request&&) noexcept;
   Request(const Request&) = delete;

@@ -1,0 +1,499 @@
+// Communicator: every collective and type against closed-form results (counts 0, 1, below the
+// world size, odd, large), in place and out of place, blocking and nonblocking; results
+// bitwise identical on every rank; splitting into pieces (with a lowered per-call limit);
+// topology; error paths; the collectives_issued counter.
+
+#include "mpitrain/collectives/communicator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "collective_values.hpp"
+#include "mpitrain/collectives/mpi_error.hpp"
+#include "mpitrain/collectives/mpi_runtime.hpp"
+
+namespace mpitrain {
+namespace {
+
+using test::Buffer;
+using test::describe;
+using test::expected;
+using test::inputs;
+using test::kAllOps;
+using test::kAllTypes;
+using test::mismatches;
+using test::value;
+
+class CommunicatorTest : public ::testing::Test {
+ protected:
+  int rank() const { return comm_.rank(); }
+  int size() const { return comm_.size(); }
+  std::size_t n() const { return static_cast<std::size_t>(comm_.size()); }
+  // Counts 0, 1, below the world size, small odd, and odd above a thousand.
+  std::vector<std::size_t> small_counts() const {
+    return {0, 1, std::max<std::size_t>(n() - 1, 2), 5, 1001};
+  }
+  bool identical(const Buffer& b) const {
+    return test::identical_on_all_ranks(comm_, b.data(), b.bytes.size());
+  }
+
+  MpiRuntime runtime_;  // adopts the MPI of the test main
+  Communicator comm_{runtime_};
+};
+
+// ---- topology and names ---------------------------------------------------------------------
+
+TEST_F(CommunicatorTest, RankSizeAndNodes) {
+  EXPECT_EQ(rank(), runtime_.world_rank());
+  EXPECT_EQ(size(), runtime_.world_size());
+  EXPECT_GE(comm_.local_size(), 1);
+  EXPECT_LE(comm_.local_size(), size());
+  EXPECT_GE(comm_.local_rank(), 0);
+  EXPECT_LT(comm_.local_rank(), comm_.local_size());
+  EXPECT_GE(comm_.node_count(), 1);
+  EXPECT_LT(comm_.node_index(), comm_.node_count());
+  // The node sizes add up to the world; the nodes are numbered 0..node_count-1.
+  const int leader_size = comm_.local_rank() == 0 ? comm_.local_size() : 0;
+  EXPECT_EQ(comm_.allreduce_value(leader_size, ReduceOp::sum), size());
+  EXPECT_EQ(comm_.allreduce_value(comm_.node_index(), ReduceOp::max), comm_.node_count() - 1);
+  const std::vector<int> nodes = comm_.allgather_value(comm_.node_index());
+  EXPECT_TRUE(std::is_sorted(nodes.begin(), nodes.end()) || comm_.node_count() > 1);
+}
+
+TEST_F(CommunicatorTest, AlgorithmNames) {
+  for (AllreduceAlgorithm a : all_allreduce_algorithms()) {
+    EXPECT_EQ(parse_allreduce_algorithm(to_string(a)), a);
+  }
+  EXPECT_EQ(all_allreduce_algorithms().size(), 3u);
+  EXPECT_EQ(to_string(AllreduceAlgorithm::default_), "default");
+  try {
+    parse_allreduce_algorithm("tree");
+    FAIL() << "accepted 'tree'";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ring"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CommunicatorTest, DefaultAlgorithmRule) {
+  // Native types always use MPI's own allreduce.
+  for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8}) {
+    EXPECT_EQ(comm_.default_allreduce_algorithm(std::size_t{1} << 26, t, ReduceOp::sum),
+              AllreduceAlgorithm::mpi);
+  }
+  // 16-bit types: MPI for small buffers, the ring for large ones (one rank: MPI).
+  for (DType t : {DType::bf16, DType::f16}) {
+    EXPECT_EQ(comm_.default_allreduce_algorithm(16, t, ReduceOp::sum), AllreduceAlgorithm::mpi);
+    EXPECT_EQ(comm_.default_allreduce_algorithm(std::size_t{1} << 24, t, ReduceOp::sum),
+              size() == 1 ? AllreduceAlgorithm::mpi : AllreduceAlgorithm::ring);
+  }
+}
+
+// ---- blocking collectives ------------------------------------------------------------------
+
+TEST_F(CommunicatorTest, AllreduceEveryTypeOpAndAlgorithm) {
+  for (AllreduceAlgorithm algo : all_allreduce_algorithms()) {
+    for (DType t : kAllTypes) {
+      for (ReduceOp op : kAllOps) {
+        for (std::size_t count : small_counts()) {
+          SCOPED_TRACE(describe(t, op, count) + " " + std::string(to_string(algo)));
+          const Buffer send = inputs(t, rank(), count);
+          Buffer out(count, t);
+          out.poison();
+          comm_.allreduce(send.data(), out.data(), count, t, op, algo);
+          EXPECT_EQ(mismatches(out, op, size()), 0u);
+          EXPECT_TRUE(identical(out));
+          Buffer inplace = inputs(t, rank(), count);
+          comm_.allreduce(inplace.data(), inplace.data(), count, t, op, algo);
+          EXPECT_EQ(mismatches(inplace, op, size()), 0u);
+          EXPECT_EQ(inplace.bytes, out.bytes);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CommunicatorTest, AllreduceLargeCount) {
+  const std::size_t count = (std::size_t{1} << 20) + 3;
+  for (DType t : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      SCOPED_TRACE(describe(t, op, count));
+      const Buffer send = inputs(t, rank(), count);
+      Buffer out(count, t);
+      out.poison();
+      comm_.allreduce(send.data(), out.data(), count, t, op, AllreduceAlgorithm::mpi);
+      EXPECT_EQ(mismatches(out, op, size()), 0u);
+      EXPECT_TRUE(identical(out));
+      Buffer inplace = inputs(t, rank(), count);
+      comm_.allreduce(inplace.data(), inplace.data(), count, t, op);  // default algorithm
+      EXPECT_EQ(inplace.bytes, out.bytes);
+      EXPECT_TRUE(identical(inplace));
+    }
+  }
+}
+
+TEST_F(CommunicatorTest, BroadcastFromEveryRoot) {
+  for (DType t : kAllTypes) {
+    for (std::size_t count : small_counts()) {
+      for (int root = 0; root < size(); ++root) {
+        SCOPED_TRACE(describe(t, ReduceOp::sum, count) + " root " + std::to_string(root));
+        Buffer b(count, t);
+        if (rank() == root) {
+          b = inputs(t, root, count);
+        } else {
+          b.poison();
+        }
+        comm_.broadcast(b.data(), count, t, root);
+        EXPECT_EQ(b.bytes, inputs(t, root, count).bytes);
+      }
+    }
+  }
+  const std::size_t large = (std::size_t{1} << 20) + 3;
+  Buffer b = rank() == size() - 1 ? inputs(DType::f64, size() - 1, large) : Buffer(large, DType::f64);
+  comm_.broadcast(b.data(), large, DType::f64, size() - 1);
+  EXPECT_EQ(b.bytes, inputs(DType::f64, size() - 1, large).bytes);
+}
+
+TEST_F(CommunicatorTest, ReduceScatterEveryTypeAndOp) {
+  std::vector<std::size_t> counts = small_counts();
+  counts.push_back((std::size_t{1} << 18) + 3);
+  for (DType t : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      for (std::size_t block : counts) {
+        SCOPED_TRACE(describe(t, op, block));
+        const Buffer send = inputs(t, rank(), block * n());
+        Buffer out(block, t);
+        out.poison();
+        comm_.reduce_scatter(send.data(), out.data(), block, t, op);
+        EXPECT_EQ(mismatches(out, op, size(), static_cast<std::size_t>(rank()) * block), 0u);
+      }
+    }
+  }
+}
+
+TEST_F(CommunicatorTest, AllgatherInPlaceAndOutOfPlace) {
+  for (DType t : kAllTypes) {
+    for (std::size_t count : small_counts()) {
+      SCOPED_TRACE(describe(t, ReduceOp::sum, count));
+      Buffer expect(count * n(), t);
+      for (int r = 0; r < size(); ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          expect.set(static_cast<std::size_t>(r) * count + i, value(t, r, i));
+        }
+      }
+      const Buffer send = inputs(t, rank(), count);
+      Buffer out(count * n(), t);
+      out.poison();
+      comm_.allgather(send.data(), out.data(), count, t);
+      EXPECT_EQ(out.bytes, expect.bytes);
+      // In place: our block already sits at block rank() of the output.
+      Buffer inplace(count * n(), t);
+      inplace.poison();
+      std::copy(send.bytes.begin(), send.bytes.end(),
+                inplace.bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(rank()) *
+                                                                    send.bytes.size()));
+      comm_.allgather(static_cast<std::byte*>(inplace.data()) + rank() * send.bytes.size(),
+                      inplace.data(), count, t);
+      EXPECT_EQ(inplace.bytes, expect.bytes);
+    }
+  }
+}
+
+TEST_F(CommunicatorTest, AllgathervUnevenCountsIncludingZero) {
+  // Rank r sends (3 r + 1) mod 5 elements: 1, 4, 2, 0, ...
+  std::vector<std::size_t> counts(n());
+  for (std::size_t r = 0; r < n(); ++r) counts[r] = (3 * r + 1) % 5;
+  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  for (DType t : kAllTypes) {
+    SCOPED_TRACE(std::string(to_string(t)));
+    Buffer expect(total, t);
+    std::size_t at = 0;
+    for (int r = 0; r < size(); ++r) {
+      for (std::size_t i = 0; i < counts[static_cast<std::size_t>(r)]; ++i) expect.set(at++, value(t, r, i));
+    }
+    const std::size_t mine = counts[static_cast<std::size_t>(rank())];
+    const Buffer send = inputs(t, rank(), mine);
+    Buffer out(total, t);
+    out.poison();
+    comm_.allgatherv(send.data(), mine, out.data(), counts, t);
+    EXPECT_EQ(out.bytes, expect.bytes);
+  }
+  // Every count zero: nothing to do, nothing touched.
+  std::vector<std::size_t> zeros(n(), 0);
+  comm_.allgatherv<float>(std::span<const float>(), std::span<float>(), zeros);
+  // Typed front end.
+  std::vector<std::int32_t> mine(counts[static_cast<std::size_t>(rank())], rank());
+  std::vector<std::int32_t> all(total, -1);
+  comm_.allgatherv<std::int32_t>(mine, all, counts);
+  std::size_t at = 0;
+  for (int r = 0; r < size(); ++r) {
+    for (std::size_t i = 0; i < counts[static_cast<std::size_t>(r)]; ++i) EXPECT_EQ(all[at++], r);
+  }
+}
+
+TEST_F(CommunicatorTest, GatherToEveryRoot) {
+  for (DType t : {DType::f32, DType::bf16, DType::u8, DType::i64}) {
+    for (std::size_t count : small_counts()) {
+      for (int root = 0; root < size(); ++root) {
+        SCOPED_TRACE(describe(t, ReduceOp::sum, count) + " root " + std::to_string(root));
+        const Buffer send = inputs(t, rank(), count);
+        Buffer out(rank() == root ? count * n() : 0, t);
+        out.poison();
+        comm_.gather(send.data(), out.data(), count, t, root);
+        if (rank() != root) continue;
+        for (int r = 0; r < size(); ++r) {
+          for (std::size_t i = 0; i < count; ++i) {
+            EXPECT_EQ(out[static_cast<std::size_t>(r) * count + i], value(t, r, i));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CommunicatorTest, TypedFrontEnds) {
+  EXPECT_EQ(comm_.allreduce_value(rank() + 1, ReduceOp::sum), size() * (size() + 1) / 2);
+  EXPECT_EQ(comm_.allreduce_value(static_cast<double>(rank()), ReduceOp::max), size() - 1.0);
+  EXPECT_EQ(comm_.allreduce_value(static_cast<std::int64_t>(rank()), ReduceOp::min), 0);
+  const std::vector<float> ranks = comm_.allgather_value(static_cast<float>(rank()));
+  ASSERT_EQ(ranks.size(), n());
+  for (int r = 0; r < size(); ++r) EXPECT_EQ(ranks[static_cast<std::size_t>(r)], r);
+
+  std::vector<bfloat16> grads(7, to_bfloat16(static_cast<float>(rank())));
+  comm_.allreduce<bfloat16>(grads, ReduceOp::sum);
+  for (bfloat16 g : grads) EXPECT_EQ(to_float(g), static_cast<float>(size() * (size() - 1) / 2));
+  std::vector<double> data(3, rank() == 0 ? 2.5 : 0.0);
+  comm_.broadcast<double>(data, 0);
+  for (double d : data) EXPECT_EQ(d, 2.5);
+  std::vector<std::int32_t> send(2 * n(), 1);
+  std::vector<std::int32_t> recv(2, 0);
+  comm_.reduce_scatter<std::int32_t>(send, recv, ReduceOp::sum);
+  EXPECT_EQ(recv, std::vector<std::int32_t>(2, size()));
+  std::vector<std::int32_t> gathered(n(), -1);
+  comm_.allgather<std::int32_t>(std::vector<std::int32_t>{rank()}, gathered);
+  for (int r = 0; r < size(); ++r) EXPECT_EQ(gathered[static_cast<std::size_t>(r)], r);
+  std::vector<std::uint8_t> to_root(rank() == 0 ? n() : 0, 0);
+  comm_.gather<std::uint8_t>(std::vector<std::uint8_t>{static_cast<std::uint8_t>(rank() + 1)},
+                             to_root, 0);
+  if (rank() == 0) {
+    for (int r = 0; r < size(); ++r) EXPECT_EQ(to_root[static_cast<std::size_t>(r)], r + 1);
+  }
+}
+
+// ---- nonblocking collectives ----------------------------------------------------------------
+
+TEST_F(CommunicatorTest, NonblockingCollectives) {
+  const std::size_t count = 1001;
+  for (DType t : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      SCOPED_TRACE(describe(t, op, count));
+      const Buffer send = inputs(t, rank(), count);
+      Buffer out(count, t);
+      out.poison();
+      Request r = comm_.iallreduce(send.data(), out.data(), count, t, op);
+      while (!r.test()) {
+      }
+      EXPECT_TRUE(r.test());  // stays complete
+      r.wait();               // and waiting again is a no-op
+      EXPECT_EQ(mismatches(out, op, size()), 0u);
+      EXPECT_TRUE(identical(out));
+
+      Buffer inplace = inputs(t, rank(), count);
+      comm_.iallreduce(inplace.data(), inplace.data(), count, t, op).wait();
+      EXPECT_EQ(inplace.bytes, out.bytes);
+
+      const Buffer rs_send = inputs(t, rank(), 5 * n());
+      Buffer rs_out(5, t);
+      comm_.ireduce_scatter(rs_send.data(), rs_out.data(), 5, t, op).wait();
+      EXPECT_EQ(mismatches(rs_out, op, size(), 5 * static_cast<std::size_t>(rank())), 0u);
+    }
+    Buffer b = rank() == 0 ? inputs(t, 0, count) : Buffer(count, t);
+    Request rb = comm_.ibroadcast(b.data(), count, t, 0);
+    rb.wait();
+    EXPECT_EQ(b.bytes, inputs(t, 0, count).bytes);
+
+    const Buffer ag_send = inputs(t, rank(), 3);
+    Buffer ag_out(3 * n(), t);
+    comm_.iallgather(ag_send.data(), ag_out.data(), 3, t).wait();
+    for (int r = 0; r < size(); ++r) {
+      for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(ag_out[static_cast<std::size_t>(r) * 3 + i], value(t, r, i));
+    }
+  }
+  comm_.ibarrier().wait();
+  // Count 0 completes at once.
+  Request none = comm_.iallreduce(nullptr, nullptr, 0, DType::f32, ReduceOp::sum);
+  EXPECT_TRUE(none.test());
+}
+
+TEST_F(CommunicatorTest, RequestDestructorAndMoveWait) {
+  const std::size_t count = 4099;
+  Buffer a = inputs(DType::f32, rank(), count);
+  Buffer b = inputs(DType::bf16, rank(), count);
+  {
+    Request r = comm_.iallreduce(a.data(), a.data(), count, DType::f32, ReduceOp::sum);
+    Request moved = std::move(r);
+    r.wait();  // moved-from: nothing to wait for
+    // `moved` goes out of scope unfinished: its destructor waits.
+  }
+  EXPECT_EQ(mismatches(a, ReduceOp::sum, size()), 0u);
+  Request first = comm_.iallreduce(b.data(), b.data(), count, DType::bf16, ReduceOp::avg);
+  first = comm_.ibarrier();  // assigning over an unfinished request waits for it
+  EXPECT_EQ(mismatches(b, ReduceOp::avg, size()), 0u);
+  first.wait();
+  Request empty;
+  EXPECT_TRUE(empty.test());
+  empty.wait();
+}
+
+// ---- splitting into pieces --------------------------------------------------------------------
+
+TEST_F(CommunicatorTest, PiecesWhenCountsExceedThePerCallLimit) {
+  EXPECT_EQ(comm_.max_call_count(), static_cast<std::size_t>(2147483647));
+  comm_.set_max_call_count(0);
+  EXPECT_EQ(comm_.max_call_count(), 1u);
+  comm_.set_max_call_count(7);  // every call below is split, and every fallback path runs
+  const std::size_t count = 100;  // not a multiple of 7
+  for (DType t : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      SCOPED_TRACE(describe(t, op, count));
+      for (AllreduceAlgorithm algo : all_allreduce_algorithms()) {
+        Buffer out = inputs(t, rank(), count);
+        comm_.allreduce(out.data(), out.data(), count, t, op, algo);
+        EXPECT_EQ(mismatches(out, op, size()), 0u) << to_string(algo);
+      }
+      Buffer iout(count, t);
+      const Buffer send = inputs(t, rank(), count);
+      comm_.iallreduce(send.data(), iout.data(), count, t, op).wait();
+      EXPECT_EQ(mismatches(iout, op, size()), 0u);
+
+      const std::size_t block = 10;  // > 7: one reduce per rank, in pieces
+      const Buffer rs_send = inputs(t, rank(), block * n());
+      Buffer rs_out(block, t);
+      rs_out.poison();
+      comm_.reduce_scatter(rs_send.data(), rs_out.data(), block, t, op);
+      EXPECT_EQ(mismatches(rs_out, op, size(), block * static_cast<std::size_t>(rank())), 0u);
+      rs_out.poison();
+      comm_.ireduce_scatter(rs_send.data(), rs_out.data(), block, t, op).wait();
+      EXPECT_EQ(mismatches(rs_out, op, size(), block * static_cast<std::size_t>(rank())), 0u);
+    }
+    SCOPED_TRACE(std::string(to_string(t)));
+    Buffer b = rank() == 0 ? inputs(t, 0, count) : Buffer(count, t);
+    comm_.broadcast(b.data(), count, t, 0);
+    EXPECT_EQ(b.bytes, inputs(t, 0, count).bytes);
+    Buffer ib = rank() == 0 ? inputs(t, 0, count) : Buffer(count, t);
+    comm_.ibroadcast(ib.data(), count, t, 0).wait();
+    EXPECT_EQ(ib.bytes, inputs(t, 0, count).bytes);
+
+    const std::size_t block = 9;
+    Buffer expect(block * n(), t);
+    for (int r = 0; r < size(); ++r) {
+      for (std::size_t i = 0; i < block; ++i) expect.set(static_cast<std::size_t>(r) * block + i, value(t, r, i));
+    }
+    const Buffer send = inputs(t, rank(), block);
+    Buffer ag(block * n(), t);
+    ag.poison();
+    comm_.allgather(send.data(), ag.data(), block, t);
+    EXPECT_EQ(ag.bytes, expect.bytes);
+    ag.poison();
+    comm_.iallgather(send.data(), ag.data(), block, t).wait();
+    EXPECT_EQ(ag.bytes, expect.bytes);
+    std::vector<std::size_t> counts(n(), block);
+    ag.poison();
+    comm_.allgatherv(send.data(), block, ag.data(), counts, t);
+    EXPECT_EQ(ag.bytes, expect.bytes);
+    for (int root = 0; root < size(); ++root) {
+      Buffer g(rank() == root ? block * n() : 0, t);
+      g.poison();
+      comm_.gather(send.data(), g.data(), block, t, root);
+      if (rank() == root) {
+        EXPECT_EQ(g.bytes, expect.bytes);
+      }
+    }
+  }
+}
+
+// ---- errors and counting ----------------------------------------------------------------------
+
+TEST_F(CommunicatorTest, InvalidRootThrowsNamingCallAndRank) {
+  float x = 1.0f;
+  const std::string where = "rank " + std::to_string(rank());
+  try {
+    comm_.broadcast(&x, 1, DType::f32, size());
+    FAIL() << "broadcast accepted root " << size();
+  } catch (const MpiError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("MPI_Bcast"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(where), std::string::npos) << msg;
+    EXPECT_NE(msg.find("root " + std::to_string(size())), std::string::npos) << msg;
+    EXPECT_NE(e.code(), 0);
+  }
+  EXPECT_THROW(comm_.gather(&x, &x, 1, DType::f32, -1), MpiError);
+  EXPECT_THROW(comm_.ibroadcast(&x, 1, DType::f32, 99), MpiError);
+  // The communicator still works after the errors.
+  EXPECT_EQ(comm_.allreduce_value(1, ReduceOp::sum), size());
+}
+
+TEST_F(CommunicatorTest, MismatchedSizesThrowNamingCallAndRank) {
+  std::vector<float> send(4, 1.0f);
+  std::vector<float> recv(3, 0.0f);
+  try {
+    comm_.allreduce<float>(send, recv, ReduceOp::sum);
+    FAIL() << "allreduce accepted spans of 4 and 3";
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("allreduce"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank " + std::to_string(rank())), std::string::npos) << msg;
+    EXPECT_NE(msg.find('4'), std::string::npos) << msg;
+  }
+  std::vector<float> small(1);
+  EXPECT_THROW(comm_.reduce_scatter<float>(small, small, ReduceOp::sum),
+               std::invalid_argument);  // send must hold size() * recv.size() (and differ)
+  EXPECT_THROW(comm_.allgather<float>(send, recv), std::invalid_argument);
+  std::vector<std::size_t> wrong_length(n() + 1, 1);
+  EXPECT_THROW(comm_.allgatherv<float>(std::span<const float>(send.data(), 1), recv, wrong_length),
+               std::invalid_argument);
+  std::vector<std::size_t> wrong_own(n(), 2);
+  EXPECT_THROW(comm_.allgatherv<float>(std::span<const float>(send.data(), 1), recv, wrong_own),
+               std::invalid_argument);
+  float same[4] = {0, 0, 0, 0};
+  EXPECT_THROW(comm_.reduce_scatter(same, same, 1, DType::f32, ReduceOp::sum),
+               std::invalid_argument);
+}
+
+TEST_F(CommunicatorTest, CountsOneIssuedCollectivePerCall) {
+  comm_.set_max_call_count(3);  // many MPI calls per collective: still one each
+  const std::uint64_t before = comm_.collectives_issued();
+  std::vector<float> v(10, 1.0f);
+  std::vector<float> big(10 * n(), 1.0f);
+  comm_.barrier();
+  comm_.allreduce<float>(v, ReduceOp::sum);
+  comm_.allreduce<float>(v, ReduceOp::sum, AllreduceAlgorithm::ring);
+  comm_.allreduce(nullptr, nullptr, 0, DType::f32, ReduceOp::sum);  // count 0 counts too
+  comm_.broadcast<float>(v, 0);
+  comm_.reduce_scatter<float>(big, v, ReduceOp::sum);
+  comm_.allgather<float>(v, big);
+  comm_.iallreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::max).wait();
+  comm_.ibarrier().wait();
+  (void)comm_.allreduce_value(1, ReduceOp::sum);
+  EXPECT_EQ(comm_.collectives_issued() - before, 10u);
+}
+
+TEST_F(CommunicatorTest, MovedCommunicatorKeepsWorking) {
+  const std::uint64_t issued = comm_.collectives_issued();
+  Communicator moved(std::move(comm_));
+  EXPECT_EQ(moved.collectives_issued(), issued);
+  EXPECT_EQ(moved.allreduce_value(2, ReduceOp::sum), 2 * moved.size());
+  Communicator other(runtime_);
+  other = std::move(moved);
+  EXPECT_EQ(other.allreduce_value(1, ReduceOp::sum), other.size());
+  comm_ = std::move(other);  // the fixture's communicator back, for its destructor
+  EXPECT_EQ(comm_.allreduce_value(1, ReduceOp::max), 1);
+}
+
+}  // namespace
+}  // namespace mpitrain
