@@ -1,0 +1,470 @@
+// collective_bench: bandwidth of the Communicator's collectives, nccl-tests style
+// (output contract: DESIGN.md section 8).
+//
+//   mpirun -np N collective_bench [--op allreduce|reduce_scatter|allgather|broadcast]
+//       [--dtype f32|f64|bf16|f16] [--algo NAME|all] [--min-bytes 1K] [--max-bytes 256M]
+//       [--iters N] [--warmup N] [--check] [--json FILE]
+//
+// Sizes double from --min-bytes to --max-bytes; `size` is the payload as sent (the whole
+// buffer: allreduce and broadcast buffer, reduce_scatter input, allgather output). For each
+// size every algorithm runs the same number of iterations, and the algorithms take turns in
+// blocks (mpi, default, ring, then the reverse order, ...), so that the noise of a shared
+// machine hits them alike. The plain MPI call (`mpi`) is always measured: vs_mpi divides
+// every row's busbw by its busbw. Time per iteration is the mean over the iterations, maximum
+// over ranks; algbw = size / time; busbw = algbw * factor (allreduce 2(n-1)/n,
+// reduce_scatter and allgather (n-1)/n, broadcast 1).
+//
+// Exit codes: 0 done; 1 --check found wrong values, or a runtime error; 2 bad options (on every
+// rank, before any collective, so nothing hangs).
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mpitrain/collectives/communicator.hpp"
+#include "mpitrain/collectives/mpi_runtime.hpp"
+
+namespace mpitrain {
+namespace {
+
+enum class Op { allreduce, reduce_scatter, allgather, broadcast };
+
+struct Options {
+  std::string op = "allreduce";
+  std::string dtype = "f32";
+  std::string algo = "all";
+  std::string min_bytes = "1K";
+  std::string max_bytes = "256M";
+  int iters = 0;    // 0: scaled by size
+  int warmup = -1;  // -1: scaled by size
+  bool check = false;
+  std::string json;
+};
+
+// Usage errors: reported by rank 0, exit code 2 on every rank.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+Op parse_op(const std::string& name) {
+  if (name == "allreduce") return Op::allreduce;
+  if (name == "reduce_scatter") return Op::reduce_scatter;
+  if (name == "allgather") return Op::allgather;
+  if (name == "broadcast") return Op::broadcast;
+  throw UsageError("--op: unknown collective '" + name +
+                   "' (valid: allreduce, reduce_scatter, allgather, broadcast)");
+}
+
+// Returns the byte count written as a number with an optional binary suffix
+// (K/KB/KiB = 2^10, M = 2^20, G = 2^30; case-insensitive).
+std::size_t parse_bytes(const std::string& flag, const std::string& text) {
+  std::size_t pos = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    throw UsageError(flag + ": '" + text + "' is not a size (e.g. 4096, 1K, 256M, 1G)");
+  }
+  std::string suffix = text.substr(pos);
+  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  int shift = 0;
+  if (suffix == "" || suffix == "B") shift = 0;
+  else if (suffix == "K" || suffix == "KB" || suffix == "KIB") shift = 10;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MIB") shift = 20;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GIB") shift = 30;
+  else throw UsageError(flag + ": '" + text + "' is not a size (e.g. 4096, 1K, 256M, 1G)");
+  if (value == 0 || value > (1ull << 40) >> shift) {
+    throw UsageError(flag + ": '" + text + "' must be between 1 byte and 1 TiB");
+  }
+  return static_cast<std::size_t>(value) << shift;
+}
+
+// The algorithms of a run. "mpi" is always first: every row is compared with it.
+struct Algo {
+  std::string name;
+  AllreduceAlgorithm allreduce = AllreduceAlgorithm::mpi;  // used by --op allreduce only
+};
+
+std::vector<Algo> parse_algos(Op op, const std::string& text) {
+  std::vector<Algo> algos{{"mpi", AllreduceAlgorithm::mpi}};
+  if (op == Op::allreduce) {
+    if (text == "all") {
+      for (AllreduceAlgorithm a : all_allreduce_algorithms()) {
+        if (a != AllreduceAlgorithm::mpi) algos.push_back({std::string(to_string(a)), a});
+      }
+      return algos;
+    }
+    AllreduceAlgorithm a{};
+    try {
+      a = parse_allreduce_algorithm(text);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--algo: ") + e.what() + " (or all)");
+    }
+    if (a != AllreduceAlgorithm::mpi) algos.push_back({text, a});
+    return algos;
+  }
+  // The other collectives have one implementation, the MPI call; "default" (what the engine
+  // uses) names the same call, so its row measures the noise between two identical runs.
+  if (text == "all" || text == "mpi") return algos;
+  if (text == "default") {
+    algos.push_back({"default", AllreduceAlgorithm::mpi});
+    return algos;
+  }
+  throw UsageError("--algo: unknown algorithm '" + text + "' for this collective (valid: " +
+                   "default, mpi, all)");
+}
+
+// ---- closed-form data ------------------------------------------------------------------------
+// Rank r contributes v(r, i) = ((i + 3 r) mod 7) - 3, small integers whose sums over up to
+// 85 ranks (|sum| <= 256) are exact in every type, bf16 included.
+
+double value(int rank, std::size_t i) {
+  return static_cast<double>((i + 3 * static_cast<std::size_t>(rank)) % 7) - 3.0;
+}
+
+double expected_sum(int nranks, std::size_t i) {
+  double s = 0;
+  for (int r = 0; r < nranks; ++r) s += value(r, i);
+  return s;
+}
+
+void store(std::byte* buf, std::size_t i, DType type, double v) {
+  switch (type) {
+    case DType::f32: reinterpret_cast<float*>(buf)[i] = static_cast<float>(v); return;
+    case DType::f64: reinterpret_cast<double*>(buf)[i] = v; return;
+    case DType::bf16: reinterpret_cast<bfloat16*>(buf)[i] = to_bfloat16(static_cast<float>(v)); return;
+    case DType::f16: reinterpret_cast<float16*>(buf)[i] = to_float16(static_cast<float>(v)); return;
+    default: return;
+  }
+}
+
+double load(const std::byte* buf, std::size_t i, DType type) {
+  switch (type) {
+    case DType::f32: return reinterpret_cast<const float*>(buf)[i];
+    case DType::f64: return reinterpret_cast<const double*>(buf)[i];
+    case DType::bf16: return to_float(reinterpret_cast<const bfloat16*>(buf)[i]);
+    case DType::f16: return to_float(reinterpret_cast<const float16*>(buf)[i]);
+    default: return 0;
+  }
+}
+
+// ---- one size ------------------------------------------------------------------------------------
+
+struct Row {
+  std::size_t size = 0;   // bytes as sent
+  std::size_t count = 0;  // elements of the whole buffer
+  std::string algo;
+  double time_us = 0;
+  double algbw = 0;
+  double busbw = 0;
+  std::optional<std::uint64_t> wrong;
+  double vs_mpi = 0;
+};
+
+class Bench {
+ public:
+  Bench(const Communicator& comm, Op op, DType type, std::vector<Algo> algos)
+      : comm_(comm), op_(op), type_(type), esize_(dtype_bytes(type)), algos_(std::move(algos)) {}
+
+  // Returns the rows (one per algorithm) for a payload of about `bytes` bytes.
+  std::vector<Row> run(std::size_t bytes, int iters, int warmup, bool check) {
+    const std::size_t n = static_cast<std::size_t>(comm_.size());
+    std::size_t count = std::max<std::size_t>(1, bytes / esize_);
+    if (op_ == Op::reduce_scatter || op_ == Op::allgather) {
+      count = std::max(n, count / n * n);  // whole blocks of count / n elements
+    }
+    block_ = (op_ == Op::reduce_scatter || op_ == Op::allgather) ? count / n : count;
+    count_ = count;
+    allocate_and_fill();
+
+    for (const Algo& a : algos_) {
+      for (int k = 0; k < warmup; ++k) execute(a);
+    }
+    // Interleave: `rounds` blocks per algorithm, alternating the order of the algorithms.
+    const int rounds = std::min(iters, 10);
+    std::vector<double> seconds(algos_.size(), 0.0);
+    for (int round = 0; round < rounds; ++round) {
+      const int block_iters = iters / rounds + (round < iters % rounds ? 1 : 0);
+      for (std::size_t j = 0; j < algos_.size(); ++j) {
+        const std::size_t a = round % 2 == 0 ? j : algos_.size() - 1 - j;
+        comm_.barrier();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int k = 0; k < block_iters; ++k) execute(algos_[a]);
+        seconds[a] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+    }
+
+    std::vector<Row> rows;
+    const double factor = bus_factor();
+    for (std::size_t a = 0; a < algos_.size(); ++a) {
+      Row row;
+      row.size = count * esize_;
+      row.count = count;
+      row.algo = algos_[a].name;
+      const double t = comm_.allreduce_value(seconds[a], ReduceOp::max) / iters;
+      row.time_us = t * 1e6;
+      row.algbw = static_cast<double>(row.size) / t / 1e9;
+      row.busbw = row.algbw * factor;
+      if (check) row.wrong = verify(algos_[a]);
+      rows.push_back(row);
+    }
+    for (Row& row : rows) row.vs_mpi = row.busbw / rows.front().busbw;
+    return rows;
+  }
+
+ private:
+  double bus_factor() const {
+    const double n = comm_.size();
+    switch (op_) {
+      case Op::allreduce: return 2.0 * (n - 1) / n;
+      case Op::reduce_scatter:
+      case Op::allgather: return (n - 1) / n;
+      case Op::broadcast: return 1.0;
+    }
+    return 1.0;
+  }
+
+  // send: this rank's input; recv: the output (broadcast works in place on send).
+  void allocate_and_fill() {
+    std::size_t send_elems = count_;
+    std::size_t recv_elems = count_;
+    if (op_ == Op::reduce_scatter) recv_elems = block_;
+    if (op_ == Op::allgather) send_elems = block_;
+    if (op_ == Op::broadcast) recv_elems = 0;
+    send_.assign(send_elems * esize_, std::byte{0});
+    recv_.assign(recv_elems * esize_, std::byte{0});
+    fill_input();
+  }
+
+  void fill_input() {
+    const int rank = comm_.rank();
+    const std::size_t send_elems = send_.size() / esize_;
+    if (op_ == Op::broadcast && rank != 0) {
+      std::memset(send_.data(), 0xff, send_.size());  // NaN in every float type
+      return;
+    }
+    const std::size_t base = op_ == Op::allgather ? static_cast<std::size_t>(rank) * block_ : 0;
+    for (std::size_t i = 0; i < send_elems; ++i) store(send_.data(), i, type_, value(rank, base + i));
+  }
+
+  void execute(const Algo& a) {
+    switch (op_) {
+      case Op::allreduce:
+        comm_.allreduce(send_.data(), recv_.data(), count_, type_, ReduceOp::sum, a.allreduce);
+        return;
+      case Op::reduce_scatter:
+        comm_.reduce_scatter(send_.data(), recv_.data(), block_, type_, ReduceOp::sum);
+        return;
+      case Op::allgather:
+        comm_.allgather(send_.data(), recv_.data(), block_, type_);
+        return;
+      case Op::broadcast:
+        comm_.broadcast(send_.data(), count_, type_, 0);
+        return;
+    }
+  }
+
+  // Returns the number of wrong elements over all ranks after one fresh run of `a`.
+  std::uint64_t verify(const Algo& a) {
+    fill_input();
+    std::memset(recv_.data(), 0xff, recv_.size());
+    execute(a);
+    const int rank = comm_.rank();
+    const int n = comm_.size();
+    std::uint64_t wrong = 0;
+    switch (op_) {
+      case Op::allreduce:
+        for (std::size_t i = 0; i < count_; ++i) wrong += load(recv_.data(), i, type_) != expected_sum(n, i);
+        break;
+      case Op::reduce_scatter: {
+        const std::size_t base = static_cast<std::size_t>(rank) * block_;
+        for (std::size_t i = 0; i < block_; ++i) {
+          wrong += load(recv_.data(), i, type_) != expected_sum(n, base + i);
+        }
+        break;
+      }
+      case Op::allgather:
+        for (std::size_t i = 0; i < count_; ++i) {
+          wrong += load(recv_.data(), i, type_) != value(static_cast<int>(i / block_), i);
+        }
+        break;
+      case Op::broadcast:
+        for (std::size_t i = 0; i < count_; ++i) wrong += load(send_.data(), i, type_) != value(0, i);
+        break;
+    }
+    return static_cast<std::uint64_t>(
+        comm_.allreduce_value(static_cast<std::int64_t>(wrong), ReduceOp::sum));
+  }
+
+  const Communicator& comm_;
+  Op op_;
+  DType type_;
+  std::size_t esize_;
+  std::vector<Algo> algos_;
+  std::size_t count_ = 0;
+  std::size_t block_ = 0;
+  std::vector<std::byte> send_;
+  std::vector<std::byte> recv_;
+};
+
+// Default iterations: about 2 GiB of payload per algorithm and size, between 10 and 2000, so
+// that the small sizes average over many calls and `--algo all` from 1K to 256M finishes in
+// well under a minute of measuring per algorithm.
+int default_iters(std::size_t bytes) {
+  const std::size_t target = std::size_t{2} << 30;
+  return static_cast<int>(std::clamp<std::size_t>(target / bytes, 10, 2000));
+}
+
+std::string redop_name(Op op) {
+  return op == Op::allreduce || op == Op::reduce_scatter ? "sum" : "none";
+}
+
+int run(const Communicator& comm, const Options& opt) {
+  const Op op = parse_op(opt.op);
+  DType type{};
+  if (opt.dtype != "f32" && opt.dtype != "f64" && opt.dtype != "bf16" && opt.dtype != "f16") {
+    throw UsageError("--dtype: unknown type '" + opt.dtype + "' (valid: f32, f64, bf16, f16)");
+  }
+  type = parse_dtype(opt.dtype);
+  const std::vector<Algo> algos = parse_algos(op, opt.algo);
+  const std::size_t min_bytes = parse_bytes("--min-bytes", opt.min_bytes);
+  const std::size_t max_bytes = parse_bytes("--max-bytes", opt.max_bytes);
+  if (min_bytes > max_bytes) {
+    throw UsageError("--min-bytes (" + opt.min_bytes + ") is larger than --max-bytes (" +
+                     opt.max_bytes + ")");
+  }
+  if (opt.iters < 0) throw UsageError("--iters must be positive");
+  if (opt.warmup < -1) throw UsageError("--warmup must be 0 or more");
+  std::ofstream json_file;
+  bool json_ok = true;
+  if (!opt.json.empty() && comm.rank() == 0) {
+    json_file.open(opt.json);
+    json_ok = static_cast<bool>(json_file);
+  }
+  if (comm.allreduce_value(json_ok ? 0 : 1, ReduceOp::max) != 0) {
+    throw UsageError("--json: cannot write '" + opt.json + "'");
+  }
+
+  const bool print = comm.rank() == 0;
+  if (print) {
+    std::printf("# collective_bench: %s, %s, %d ranks on %d node(s)\n", opt.op.c_str(),
+                opt.dtype.c_str(), comm.size(), comm.node_count());
+    std::printf("# %s\n", MpiRuntime::library_version().substr(0, 60).c_str());
+    std::printf("#\n# %10s %12s %6s %6s %8s %12s %8s %8s %7s %7s\n", "size", "count", "type",
+                "redop", "algo", "time_us", "algbw", "busbw", "#wrong", "vs_mpi");
+    std::printf("# %10s %12s %6s %6s %8s %12s %8s %8s %7s %7s\n", "(B)", "(elements)", "", "",
+                "", "(us)", "(GB/s)", "(GB/s)", "", "");
+    std::fflush(stdout);
+  }
+
+  Bench bench(comm, op, type, algos);
+  std::vector<Row> all_rows;
+  std::uint64_t total_wrong = 0;
+  for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
+    const int iters = opt.iters > 0 ? opt.iters : default_iters(bytes);
+    const int warmup = opt.warmup >= 0 ? opt.warmup : std::max(1, iters / 10);
+    for (const Row& row : bench.run(bytes, iters, warmup, opt.check)) {
+      if (print) {
+        const std::string wrong = row.wrong ? std::to_string(*row.wrong) : "N/A";
+        std::printf("  %10zu %12zu %6s %6s %8s %12.2f %8.3f %8.3f %7s %7.3f\n", row.size,
+                    row.count, opt.dtype.c_str(), redop_name(op).c_str(), row.algo.c_str(),
+                    row.time_us, row.algbw, row.busbw, wrong.c_str(), row.vs_mpi);
+        std::fflush(stdout);
+      }
+      total_wrong += row.wrong.value_or(0);
+      all_rows.push_back(row);
+    }
+    if (bytes > max_bytes / 2) break;  // no overflow past the last size
+  }
+
+  if (print) {
+    double sum = 0;
+    for (const Row& r : all_rows) sum += r.busbw;
+    std::printf("# Avg bus bandwidth    : %.3f\n", sum / static_cast<double>(all_rows.size()));
+    if (algos.size() > 1) {
+      for (const Algo& a : algos) {
+        double s = 0;
+        int k = 0;
+        for (const Row& r : all_rows) {
+          if (r.algo == a.name) s += r.busbw, ++k;
+        }
+        std::printf("#   %-8s (GB/s)   : %.3f\n", a.name.c_str(), s / k);
+      }
+    }
+    if (opt.check) {
+      std::printf("# Wrong values         : %llu %s\n", static_cast<unsigned long long>(total_wrong),
+                  total_wrong == 0 ? "OK" : "FAILED");
+    }
+    std::printf("#\n");
+    if (json_file) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const Row& r : all_rows) {
+        rows.push_back({{"size", r.size}, {"count", r.count}, {"type", opt.dtype},
+                        {"redop", redop_name(op)}, {"algo", r.algo}, {"time_us", r.time_us},
+                        {"algbw", r.algbw}, {"busbw", r.busbw},
+                        {"wrong", r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr)},
+                        {"vs_mpi", r.vs_mpi}});
+      }
+      json_file << nlohmann::json{{"op", opt.op}, {"world_size", comm.size()}, {"rows", rows}}.dump(1)
+                << '\n';
+    }
+  }
+  return total_wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace mpitrain
+
+int main(int argc, char** argv) {
+  using namespace mpitrain;
+  std::optional<MpiRuntime> runtime;
+  try {
+    runtime.emplace(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collective_bench: %s\n", e.what());
+    return 1;
+  }
+  Communicator comm(*runtime);
+  const bool rank0 = comm.rank() == 0;
+
+  Options opt;
+  CLI::App app{"collective_bench: bandwidth of mpitrain's collectives (nccl-tests columns)"};
+  app.add_option("--op", opt.op, "allreduce | reduce_scatter | allgather | broadcast");
+  app.add_option("--dtype", opt.dtype, "f32 | f64 | bf16 | f16");
+  app.add_option("--algo", opt.algo, "algorithm name (allreduce: default, mpi, ring) or all");
+  app.add_option("--min-bytes", opt.min_bytes, "smallest payload, e.g. 1K");
+  app.add_option("--max-bytes", opt.max_bytes, "largest payload, e.g. 256M");
+  app.add_option("--iters", opt.iters, "iterations per size and algorithm (default: by size)");
+  app.add_option("--warmup", opt.warmup, "warm-up iterations (default: iters / 10)");
+  app.add_flag("--check", opt.check, "verify results against closed-form values");
+  app.add_option("--json", opt.json, "also write the rows as JSON to FILE");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Every rank parses the same arguments, so every rank ends here; only rank 0 talks.
+    if (rank0) app.exit(e);
+    return e.get_exit_code() == 0 ? 0 : 2;
+  }
+
+  try {
+    return run(comm, opt);
+  } catch (const UsageError& e) {
+    if (rank0) std::fprintf(stderr, "collective_bench: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collective_bench: error on rank %d: %s\n", comm.rank(), e.what());
+    comm.abort(1);
+  }
+}
