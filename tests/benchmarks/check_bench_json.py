@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""Checks a collective_bench --json file against DESIGN.md section 8.
+
+  check_bench_json.py FILE --op OP --world-size N --type T --algos A [A ...]
+                      --min-bytes B --max-bytes B
+
+Top level: exactly {"op", "world_size", "rows"}; every row exactly {"size", "count", "type",
+"redop", "algo", "time_us", "algbw", "busbw", "wrong", "vs_mpi"}; sizes double from min to
+max with one row per algorithm each; size = count * element bytes; algbw = size / time;
+busbw = algbw * the op's factor; vs_mpi = busbw / busbw of the mpi row of the same size.
+"""
+import argparse
+import json
+import math
+import sys
+
+ROW_KEYS = {"size", "count", "type", "redop", "algo", "time_us", "algbw", "busbw", "wrong",
+            "vs_mpi"}
+ELEMENT_BYTES = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2}
+
+
+def bus_factor(op, n):
+    if op == "allreduce":
+        return 2.0 * (n - 1) / n
+    if op in ("reduce_scatter", "allgather"):
+        return (n - 1) / n
+    return 1.0
+
+
+def close(a, b):
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("file")
+    p.add_argument("--op", required=True)
+    p.add_argument("--world-size", type=int, required=True)
+    p.add_argument("--type", required=True)
+    p.add_argument("--algos", nargs="+", required=True)
+    p.add_argument("--min-bytes", type=int, required=True)
+    p.add_argument("--max-bytes", type=int, required=True)
+    a = p.parse_args()
+
+    errors = []
+    with open(a.file) as f:
+        data = json.load(f)
+    if set(data) != {"op", "world_size", "rows"}:
+        errors.append(f"top-level keys {sorted(data)}")
+    if data.get("op") != a.op:
+        errors.append(f"op {data.get('op')!r}, expected {a.op!r}")
+    if data.get("world_size") != a.world_size:
+        errors.append(f"world_size {data.get('world_size')}, expected {a.world_size}")
+    rows = data.get("rows", [])
+    sizes = []
+    s = a.min_bytes
+    while s <= a.max_bytes:
+        sizes.append(s)
+        s *= 2
+    if len(rows) != len(sizes) * len(a.algos):
+        errors.append(f"{len(rows)} rows, expected {len(sizes) * len(a.algos)}")
+    mpi_busbw = {}
+    for row in rows:
+        if set(row) != ROW_KEYS:
+            errors.append(f"row keys {sorted(row)}")
+            continue
+        if row["algo"] == "mpi":
+            mpi_busbw[row["size"]] = row["busbw"]
+    factor = bus_factor(a.op, a.world_size)
+    for i, row in enumerate(rows):
+        if set(row) != ROW_KEYS:
+            continue
+        where = f"row {i} ({row['size']} B, {row['algo']})"
+        k = i // len(a.algos)
+        if k >= len(sizes) or row["size"] != sizes[k]:
+            errors.append(f"{where}: size not in the doubling sequence")
+        if row["algo"] != a.algos[i % len(a.algos)]:
+            errors.append(f"{where}: algo, expected {a.algos[i % len(a.algos)]}")
+        if row["type"] != a.type or row["size"] != row["count"] * ELEMENT_BYTES[a.type]:
+            errors.append(f"{where}: type/count/size inconsistent")
+        if row["redop"] != ("sum" if a.op in ("allreduce", "reduce_scatter") else "none"):
+            errors.append(f"{where}: redop {row['redop']}")
+        if not (row["time_us"] > 0 and close(row["algbw"], row["size"] / row["time_us"] / 1e3)):
+            errors.append(f"{where}: algbw != size / time")
+        if not close(row["busbw"], row["algbw"] * factor):
+            errors.append(f"{where}: busbw != algbw * {factor}")
+        if row["wrong"] != 0:
+            errors.append(f"{where}: wrong = {row['wrong']}")
+        if row["size"] in mpi_busbw and mpi_busbw[row["size"]] > 0:
+            if not close(row["vs_mpi"], row["busbw"] / mpi_busbw[row["size"]]):
+                errors.append(f"{where}: vs_mpi != busbw / busbw(mpi)")
+    for e in errors:
+        print(f"{a.file}: {e}", file=sys.stderr)
+    if errors:
+        sys.exit(1)
+    print(f"{a.file}: {len(rows)} rows OK")
+
+
+if __name__ == "__main__":
+    main()
