@@ -14,9 +14,21 @@ Dropout::Dropout(float p, std::uint64_t seed, std::uint64_t stream) : p_(p), rng
 }
 
 Tensor Dropout::forward(const Tensor& x) {
+  Tensor y;
+  forward_into(x, y);
+  return y;
+}
+
+Tensor Dropout::backward(const Tensor& grad_out) {
+  Tensor dx;
+  backward_into(grad_out, dx);
+  return dx;
+}
+
+void Dropout::forward_into(const Tensor& x, Tensor& y) {
   shape_ = x.shape();
   forwarded_ = true;
-  Tensor y = Tensor::uninitialized(x.shape());
+  y.resize(x.shape());
   identity_ = !training_ || p_ == 0.0f;
   if (identity_) {
     std::copy_n(x.data(), x.numel(), y.data());
@@ -24,25 +36,32 @@ Tensor Dropout::forward(const Tensor& x) {
     const float keep = 1.0f - p_;
     const float scale = keep > 0.0f ? static_cast<float>(1.0 / (1.0 - p_)) : 0.0f;
     mask_.resize(x.shape());
+    bits_.resize(x.numel());
+    rng_.fill_u32(bits_);
+    const std::uint32_t* bits = bits_.data();
     float* m = mask_.data();
-    for (std::size_t i = 0, n = x.numel(); i < n; ++i) {
-      m[i] = rng_.uniform() < keep ? scale : 0.0f;
-    }
     const float* in = x.data();
     float* out = y.data();
-    for (std::size_t i = 0, n = x.numel(); i < n; ++i) out[i] = in[i] * m[i];
+    // Keep where the draw, as Rng::uniform() maps it to [0, 1), is below 1 - p.
+    for (std::size_t i = 0, n = x.numel(); i < n; ++i) {
+      const float u = static_cast<float>(static_cast<std::int32_t>(bits[i] >> 8)) * 0x1.0p-24f;
+      m[i] = u < keep ? scale : 0.0f;
+      out[i] = in[i] * m[i];
+    }
   }
   round_to_precision(y.span(), precision_);
-  return y;
 }
 
-Tensor Dropout::backward(const Tensor& grad_out) {
+void Dropout::backward_into(const Tensor& grad_out, Tensor& dx) {
   if (!forwarded_ || grad_out.numel() != nn::numel(shape_)) {
     throw std::invalid_argument("Dropout::backward: gradient " + to_string(grad_out.shape()) +
                                 " does not match the last input " + to_string(shape_));
   }
-  if (!requires_input_grad_) return Tensor();
-  Tensor dx = Tensor::uninitialized(shape_);
+  if (!requires_input_grad_) {
+    dx = Tensor();
+    return;
+  }
+  dx.resize(shape_);
   if (identity_) {
     std::copy_n(grad_out.data(), grad_out.numel(), dx.data());
   } else {
@@ -52,7 +71,6 @@ Tensor Dropout::backward(const Tensor& grad_out) {
     for (std::size_t i = 0, n = dx.numel(); i < n; ++i) d[i] = g[i] * m[i];
   }
   round_to_precision(dx.span(), precision_);
-  return dx;
 }
 
 }  // namespace mpitrain::nn

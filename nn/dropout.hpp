@@ -6,11 +6,13 @@
 // Randomness: the layer owns an Rng stream, seeded by the caller (constructor or set_rng),
 // and draws one 32-bit number per value per training forward, in row-major order. Give each
 // rank / layer its own stream (Rng::split) and checkpoint rng().state_dict() to resume with
-// the same masks. The masks are not torch's numbers (different generator).
+// the same masks. A value is kept when its draw, mapped to [0, 1) as Rng::uniform() does,
+// is below 1 - p. The masks are not torch's numbers (different generator).
 // Cost: one draw and one multiply per value forward, one multiply per value backward; the
 // mask is kept. No parameters. Under bf16/fp16 the output and dx are rounded.
 
 #include <cstdint>
+#include <vector>
 
 #include "mpitrain/nn/module.hpp"
 #include "mpitrain/nn/rng.hpp"
@@ -24,6 +26,8 @@ class Dropout : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
+  void forward_into(const Tensor& x, Tensor& out) override;
+  void backward_into(const Tensor& grad_out, Tensor& grad_in) override;
 
   float p() const noexcept { return p_; }
   // Replaces the random stream (e.g. Rng(seed).split(rank)).
@@ -38,6 +42,7 @@ class Dropout : public Module {
   bool identity_ = true;  // whether the last forward was the identity
   Shape shape_;           // the last forward's shape
   Tensor mask_;           // 0 or 1/(1-p) per value of the last training forward
+  std::vector<std::uint32_t> bits_;  // scratch: the random draws of one forward
 };
 
 }  // namespace mpitrain::nn

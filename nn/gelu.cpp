@@ -16,26 +16,40 @@ constexpr float kInvSqrt2Pi =
 }  // namespace
 
 Tensor GELU::forward(const Tensor& x) {
+  Tensor y;
+  forward_into(x, y);
+  return y;
+}
+
+Tensor GELU::backward(const Tensor& grad_out) {
+  Tensor dx;
+  backward_into(grad_out, dx);
+  return dx;
+}
+
+void GELU::forward_into(const Tensor& x, Tensor& y) {
   input_.resize(x.shape());
   std::copy_n(x.data(), x.numel(), input_.data());
   round_to_precision(input_.span(), precision_);
-  Tensor y = Tensor::uninitialized(x.shape());
+  y.resize(x.shape());
   const float* in = input_.data();
   float* out = y.data();
   for (std::size_t i = 0, n = x.numel(); i < n; ++i) {
     out[i] = 0.5f * in[i] * (1.0f + std::erf(in[i] * kSqrt1_2));
   }
   round_to_precision(y.span(), precision_);
-  return y;
 }
 
-Tensor GELU::backward(const Tensor& grad_out) {
+void GELU::backward_into(const Tensor& grad_out, Tensor& dx) {
   if (grad_out.numel() != input_.numel()) {
     throw std::invalid_argument("GELU::backward: gradient " + to_string(grad_out.shape()) +
                                 " does not match the last input " + to_string(input_.shape()));
   }
-  if (!requires_input_grad_) return Tensor();
-  Tensor dx = Tensor::uninitialized(input_.shape());
+  if (!requires_input_grad_) {
+    dx = Tensor();
+    return;
+  }
+  dx.resize(input_.shape());
   const float* x = input_.data();
   const float* g = grad_out.data();
   float* d = dx.data();
@@ -45,7 +59,6 @@ Tensor GELU::backward(const Tensor& grad_out) {
     d[i] = g[i] * (cdf + x[i] * pdf);
   }
   round_to_precision(dx.span(), precision_);
-  return dx;
 }
 
 }  // namespace mpitrain::nn

@@ -14,6 +14,8 @@ class GELU : public Module {
  public:
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
+  void forward_into(const Tensor& x, Tensor& out) override;
+  void backward_into(const Tensor& grad_out, Tensor& grad_in) override;
 
  private:
   Tensor input_;  // the last forward's input (rounded under bf16/fp16)

@@ -26,6 +26,18 @@ std::vector<Parameter*> LayerNorm::parameters() {
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
+  Tensor y;
+  forward_into(x, y);
+  return y;
+}
+
+Tensor LayerNorm::backward(const Tensor& grad_out) {
+  Tensor dx;
+  backward_into(grad_out, dx);
+  return dx;
+}
+
+void LayerNorm::forward_into(const Tensor& x, Tensor& y) {
   if (x.rank() == 0 || x.shape().back() != size_ || size_ == 0) {
     throw std::invalid_argument("LayerNorm::forward: input " + to_string(x.shape()) +
                                 " does not end in normalized_size=" + std::to_string(size_));
@@ -37,7 +49,7 @@ Tensor LayerNorm::forward(const Tensor& x) {
   rstd_.resize({rows});
   std::copy_n(x.data(), x.numel(), xhat_.data());
   round_to_precision(xhat_.span(), precision_);
-  Tensor y = Tensor::uninitialized(x.shape());
+  y.resize(x.shape());
   const float* w = affine_ ? weight_.value.data() : nullptr;
   const float* b = affine_ ? bias_.value.data() : nullptr;
   for (std::size_t r = 0; r < rows; ++r) {
@@ -62,10 +74,9 @@ Tensor LayerNorm::forward(const Tensor& x) {
     }
   }
   round_to_precision(y.span(), precision_);
-  return y;
 }
 
-Tensor LayerNorm::backward(const Tensor& grad_out) {
+void LayerNorm::backward_into(const Tensor& grad_out, Tensor& dx) {
   if (shape_.empty() || grad_out.numel() != xhat_.numel()) {
     throw std::invalid_argument("LayerNorm::backward: gradient " + to_string(grad_out.shape()) +
                                 " does not match the last input " + to_string(shape_));
@@ -96,9 +107,11 @@ Tensor LayerNorm::backward(const Tensor& grad_out) {
     for (std::size_t j = 0; j < d; ++j) weight_.grad[j] += dw[j];
     notify_grad_ready(weight_);
   }
-  if (!requires_input_grad_) return Tensor();
-
-  Tensor dx = Tensor::uninitialized(shape_);
+  if (!requires_input_grad_) {
+    dx = Tensor();
+    return;
+  }
+  dx.resize(shape_);
   dxhat_.resize({d});
   float* dxh = dxhat_.data();
   const float* w = affine_ ? weight_.value.data() : nullptr;
@@ -123,7 +136,6 @@ Tensor LayerNorm::backward(const Tensor& grad_out) {
     for (std::size_t j = 0; j < d; ++j) out[j] = rstd * (dxh[j] - mean_dxh - xr[j] * mean_dot);
   }
   round_to_precision(dx.span(), precision_);
-  return dx;
 }
 
 }  // namespace mpitrain::nn

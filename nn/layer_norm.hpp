@@ -24,6 +24,8 @@ class LayerNorm : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
+  void forward_into(const Tensor& x, Tensor& out) override;
+  void backward_into(const Tensor& grad_out, Tensor& grad_in) override;
   // Returns {weight, bias} when elementwise_affine, else nothing.
   std::vector<Parameter*> parameters() override;
 

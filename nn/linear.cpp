@@ -59,6 +59,18 @@ std::vector<Parameter*> Linear::parameters() {
 }
 
 Tensor Linear::forward(const Tensor& x) {
+  Tensor y;
+  forward_into(x, y);
+  return y;
+}
+
+Tensor Linear::backward(const Tensor& grad_out) {
+  Tensor dx;
+  backward_into(grad_out, dx);
+  return dx;
+}
+
+void Linear::forward_into(const Tensor& x, Tensor& y) {
   if (x.rank() == 0 || x.shape().back() != in_) {
     throw std::invalid_argument("Linear::forward: input " + to_string(x.shape()) +
                                 " does not end in in_features=" + std::to_string(in_));
@@ -80,7 +92,7 @@ Tensor Linear::forward(const Tensor& x) {
 
   Shape out_shape = x.shape();
   out_shape.back() = out_;
-  Tensor y = Tensor::uninitialized(std::move(out_shape));
+  y.resize(std::move(out_shape));
   if (has_bias_ && rows > 0) {
     std::copy_n(bias_.value.data(), out_, y.data());
     round_to_precision(std::span<float>(y.data(), out_), precision_);
@@ -89,10 +101,9 @@ Tensor Linear::forward(const Tensor& x) {
   gemm(Trans::no, Trans::yes, rows, out_, in_, 1.0f, input_.data(), in_, w, in_,
        has_bias_ ? 1.0f : 0.0f, y.data(), out_);
   round_to_precision(y.span(), precision_);
-  return y;
 }
 
-Tensor Linear::backward(const Tensor& grad_out) {
+void Linear::backward_into(const Tensor& grad_out, Tensor& dx) {
   if (input_shape_.empty()) {
     throw std::logic_error("Linear::backward called before forward");
   }
@@ -138,14 +149,16 @@ Tensor Linear::backward(const Tensor& grad_out) {
   }
   notify_grad_ready(weight_);
 
-  if (!requires_input_grad_) return Tensor();
+  if (!requires_input_grad_) {
+    dx = Tensor();
+    return;
+  }
   // dX (rows, in) = g (rows, out) W (out, in).
   const float* w =
       forward_precision_ == Precision::fp32 ? weight_.value.data() : weight_used_.data();
-  Tensor dx = Tensor::uninitialized(input_shape_);
+  dx.resize(input_shape_);
   gemm(Trans::no, Trans::no, rows, in_, out_, 1.0f, g, out_, w, in_, 0.0f, dx.data(), in_);
   round_to_precision(dx.span(), precision_);
-  return dx;
 }
 
 }  // namespace mpitrain::nn

@@ -27,6 +27,8 @@ class Linear : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
+  void forward_into(const Tensor& x, Tensor& out) override;
+  void backward_into(const Tensor& grad_out, Tensor& grad_in) override;
   // Returns {weight, bias} (bias only when present), named "weight" and "bias".
   std::vector<Parameter*> parameters() override;
 

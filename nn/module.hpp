@@ -12,8 +12,9 @@
 // runs its children backwards, so for a whole model the hook sees exactly the reverse of
 // parameters() ("4.bias", "4.weight", "2.bias", ...), as DDP assumes when it fills buckets.
 //
-// Buffers: layers keep what backward needs in storage they reuse from step to step, so a
-// forward/backward of the same shapes allocates only the tensors it returns.
+// Buffers: layers keep what backward needs in storage they reuse from step to step, and
+// forward_into/backward_into write results into caller-owned buffers, so a Sequential of
+// the same shapes allocates only the tensors it returns to its caller.
 
 #include <functional>
 #include <string>
@@ -35,6 +36,16 @@ class Module {
   virtual Tensor forward(const Tensor& x) = 0;
   // Returns d(loss)/d(input) given d(loss)/d(output) of the last forward.
   virtual Tensor backward(const Tensor& grad_out) = 0;
+  // Same as forward, writing into `out`, whose storage is reused when its size already
+  // fits (Tensor::resize): a container keeps one buffer per child, so a steady training
+  // loop allocates nothing for activations. `out` must not alias `x`. The default calls
+  // forward(); the layers of this library implement it and their forward() calls it.
+  virtual void forward_into(const Tensor& x, Tensor& out) { out = forward(x); }
+  // Same as backward, writing into `grad_in` (made empty when no input gradient is
+  // required). `grad_in` must not alias `grad_out`.
+  virtual void backward_into(const Tensor& grad_out, Tensor& grad_in) {
+    grad_in = backward(grad_out);
+  }
 
   // Returns the parameters in registration order, with their full state_dict() names.
   virtual std::vector<Parameter*> parameters() { return {}; }

@@ -66,6 +66,49 @@ float Rng::normal() noexcept {
                             std::cos(2.0 * std::numbers::pi * u2));
 }
 
+void Rng::fill_u32(std::span<std::uint32_t> out) noexcept {
+  std::size_t i = 0;
+  const std::size_t n = out.size();
+  while (i < n && (position_ & 3u) != 0) out[i++] = next_u32();
+  // Whole blocks, kGroup at a time, as structure-of-arrays so each round is one vector loop.
+  constexpr std::size_t kGroup = 8;
+  const std::array<std::uint32_t, 2> key0{lo32(seed_), hi32(seed_)};
+  while (n - i >= 4 * kGroup) {
+    std::uint32_t c0[kGroup], c1[kGroup], c2[kGroup], c3[kGroup];
+    const std::uint64_t first = position_ >> 2;
+    for (std::size_t j = 0; j < kGroup; ++j) {
+      c0[j] = lo32(first + j);
+      c1[j] = hi32(first + j);
+      c2[j] = lo32(stream_);
+      c3[j] = hi32(stream_);
+    }
+    std::uint32_t k0 = key0[0], k1 = key0[1];
+    for (int round = 0; round < 10; ++round) {
+      for (std::size_t j = 0; j < kGroup; ++j) {
+        const std::uint64_t p0 = static_cast<std::uint64_t>(kMul0) * c0[j];
+        const std::uint64_t p1 = static_cast<std::uint64_t>(kMul1) * c2[j];
+        const std::uint32_t n0 = hi32(p1) ^ c1[j] ^ k0;
+        const std::uint32_t n2 = hi32(p0) ^ c3[j] ^ k1;
+        c1[j] = lo32(p1);
+        c3[j] = lo32(p0);
+        c0[j] = n0;
+        c2[j] = n2;
+      }
+      k0 += kWeyl0;
+      k1 += kWeyl1;
+    }
+    for (std::size_t j = 0; j < kGroup; ++j) {
+      out[i + 4 * j] = c0[j];
+      out[i + 4 * j + 1] = c1[j];
+      out[i + 4 * j + 2] = c2[j];
+      out[i + 4 * j + 3] = c3[j];
+    }
+    i += 4 * kGroup;
+    position_ += 4 * kGroup;
+  }
+  while (i < n) out[i++] = next_u32();
+}
+
 void Rng::fill_uniform(std::span<float> out, float lo, float hi) noexcept {
   for (float& v : out) v = uniform(lo, hi);
 }

@@ -39,6 +39,10 @@ class Rng {
   // Returns a standard normal sample (Box-Muller in double; two 32-bit draws, no caching so
   // the state stays three integers).
   float normal() noexcept;
+  // Fills `out` with the next out.size() 32-bit draws, exactly as that many next_u32()
+  // calls would, but whole blocks are computed eight at a time in a loop the compiler
+  // vectorises (the bulk path of dropout masks).
+  void fill_u32(std::span<std::uint32_t> out) noexcept;
   // Fills `out` with uniform [lo, hi) values (one draw each, in order).
   void fill_uniform(std::span<float> out, float lo, float hi) noexcept;
   // Fills `out` with normal(mean, std) values (two draws each, in order).

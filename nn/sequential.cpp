@@ -1,5 +1,6 @@
 #include "mpitrain/nn/sequential.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -26,17 +27,47 @@ Module& Sequential::operator[](std::size_t i) const {
 }
 
 Tensor Sequential::forward(const Tensor& x) {
-  if (children_.empty()) return x;
-  Tensor h = children_.front()->forward(x);
-  for (std::size_t i = 1; i < children_.size(); ++i) h = children_[i]->forward(h);
-  return h;
+  Tensor y;
+  forward_into(x, y);
+  return y;
 }
 
 Tensor Sequential::backward(const Tensor& grad_out) {
-  if (children_.empty()) return requires_input_grad_ ? grad_out : Tensor();
-  Tensor g = children_.back()->backward(grad_out);
-  for (std::size_t i = children_.size() - 1; i-- > 0;) g = children_[i]->backward(g);
-  return g;
+  Tensor dx;
+  backward_into(grad_out, dx);
+  return dx;
+}
+
+void Sequential::forward_into(const Tensor& x, Tensor& out) {
+  const std::size_t n = children_.size();
+  if (n == 0) {
+    out.resize(x.shape());
+    std::copy_n(x.data(), x.numel(), out.data());
+    return;
+  }
+  outputs_.resize(n - 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Tensor& in = i == 0 ? x : outputs_[i - 1];
+    children_[i]->forward_into(in, i + 1 == n ? out : outputs_[i]);
+  }
+}
+
+void Sequential::backward_into(const Tensor& grad_out, Tensor& grad_in) {
+  const std::size_t n = children_.size();
+  if (n == 0) {
+    if (!requires_input_grad_) {
+      grad_in = Tensor();
+      return;
+    }
+    grad_in.resize(grad_out.shape());
+    std::copy_n(grad_out.data(), grad_out.numel(), grad_in.data());
+    return;
+  }
+  grads_.resize(n);
+  for (std::size_t i = n; i-- > 0;) {
+    const Tensor& g = i + 1 == n ? grad_out : grads_[i + 1];
+    children_[i]->backward_into(g, i == 0 ? grad_in : grads_[i]);
+  }
 }
 
 std::vector<Parameter*> Sequential::parameters() {

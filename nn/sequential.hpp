@@ -9,6 +9,8 @@
 // train(), set_precision() and the grad-ready hook are passed to every child (also to
 // children added later); set_requires_input_grad() to the first child only, since every
 // later child's input gradient is needed by the child before it.
+// Intermediate activations and gradients live in buffers this module keeps and reuses, so
+// only the returned output (and input gradient) is allocated per step.
 
 #include <cstddef>
 #include <memory>
@@ -38,6 +40,8 @@ class Sequential : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
+  void forward_into(const Tensor& x, Tensor& out) override;
+  void backward_into(const Tensor& grad_out, Tensor& grad_in) override;
   std::vector<Parameter*> parameters() override;
   void set_grad_ready_hook(GradReadyHook hook) override;
   void train(bool on) override;
@@ -46,6 +50,10 @@ class Sequential : public Module {
 
  private:
   std::vector<std::unique_ptr<Module>> children_;
+  // outputs_[i]: child i's output for i < size() - 1; grads_[i]: d(loss)/d(output of child
+  // i - 1) for i >= 1. Kept between steps so their storage is reused.
+  std::vector<Tensor> outputs_;
+  std::vector<Tensor> grads_;
 };
 
 }  // namespace mpitrain::nn

@@ -12,6 +12,8 @@ class Tanh : public Module {
  public:
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
+  void forward_into(const Tensor& x, Tensor& out) override;
+  void backward_into(const Tensor& grad_out, Tensor& grad_in) override;
 
  private:
   Tensor output_;  // the last forward's output

@@ -67,6 +67,18 @@ TEST(Rng, LoadRejectsMissingOrBadScalars) {
   EXPECT_THROW(Rng().load_state_dict(s), std::invalid_argument);
 }
 
+TEST(Rng, BulkFillEqualsSingleDraws) {
+  // Start mid-block and cover several 8-block groups plus a tail.
+  Rng a(31, 4), b(31, 4);
+  a.next_u32();
+  b.next_u32();
+  std::vector<std::uint32_t> bulk(3 + 4 * 8 * 3 + 5);
+  a.fill_u32(bulk);
+  for (std::size_t i = 0; i < bulk.size(); ++i) EXPECT_EQ(bulk[i], b.next_u32()) << i;
+  EXPECT_EQ(a.position(), b.position());
+  EXPECT_EQ(a.next_u32(), b.next_u32());
+}
+
 TEST(Rng, SkipEqualsDrawing) {
   Rng a(9, 2), b(9, 2);
   for (int i = 0; i < 13; ++i) a.next_u32();

@@ -90,6 +90,29 @@ TEST(Sequential, EqualsChainingTheChildren) {
   }
 }
 
+TEST(Sequential, IntoVariantsReuseTheCallersBuffersAndMatch) {
+  Rng rng(6);
+  Sequential model = nested(rng);
+  const Tensor x = testing::random_tensor({5, 3}, rng);
+  const Tensor g = testing::random_tensor({5, 2}, rng);
+  const Tensor y = model.forward(x);
+  zero_grad(model.parameters());
+  const Tensor dx = model.backward(g);
+  Tensor out({5, 2});
+  Tensor grad_in({5, 3});
+  const float* out_storage = out.data();
+  const float* grad_storage = grad_in.data();
+  for (int pass = 0; pass < 2; ++pass) {
+    zero_grad(model.parameters());
+    model.forward_into(x, out);
+    model.backward_into(g, grad_in);
+  }
+  EXPECT_EQ(out.data(), out_storage);
+  EXPECT_EQ(grad_in.data(), grad_storage);
+  expect_close(out, y, 0.0, "forward_into");
+  expect_close(grad_in, dx, 0.0, "backward_into");
+}
+
 TEST(Sequential, PropagatesModePrecisionAndInputGradientFlag) {
   Rng rng(4);
   Sequential model;
