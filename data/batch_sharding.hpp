@@ -14,8 +14,8 @@
 // global batch g holds stream positions [g*G, (g+1)*G) and rank r takes the b positions
 // starting at g*G + r*b (split_batches=false: BatchSampler batch g*world + r goes to rank r;
 // split_batches=true: each global batch is cut in world slices; both give that formula).
-//   - drop_last: only complete global batches, floor(n / G) of them; the tail is dropped
-//     (a complete per-rank batch of an incomplete round included, as Accelerate does).
+//   - drop_last: only complete global batches, floor(n / G) of them; the whole tail is
+//     dropped, including full per-rank batches of an incomplete last round (as Accelerate).
 //   - even_batches (and not drop_last): ceil(n / G) global batches; positions t >= n wrap
 //     around to order[t % n] (Accelerate's loop back to the first samples, repeated when
 //     n < G), so every rank gets the same number of full batches.
@@ -35,7 +35,9 @@
 // concatenation of the ranks' batches of global batch g (rank order) is stream positions
 // [g*G, (g+1)*G): its first last_global_batch_real_count() samples are real, as
 // Accelerate's GradientState.remainder says.
-// Cost: epoch_batches() is O(n) time and memory (the permutation); everything else O(world).
+// Cost: epoch_batches() is O(n) time and memory (the permutation); the counts are O(1),
+// except real_samples_per_epoch() and last_global_batch_real_count() in distributed_sampler
+// mode, O(world * batches).
 
 #include <cstddef>
 #include <cstdint>
