@@ -1,12 +1,15 @@
 // train_bench: data-parallel training throughput of the Engine at the launched world size.
 //
 //   mpirun -np N train_bench [--steps N] [--warmup N] [--repeats R] [--model small|large|all]
-//                            [--overlap on|off|both] [--optimizer adamw|sgd] [--json FILE]
+//                            [--overlap on|off|both] [--optimizer adamw|sgd]
+//                            [--bucket-cap-mb MB] [--first-bucket-mb MB] [--blas-threads T]
+//                            [--json FILE]
 //
 // Models: MLP 784-256-256-10 at batch 64 per rank ("small") and 784-1024-1024-10 at batch 128
 // per rank ("large"), ReLU, cross-entropy, AdamW (the trainer's defaults), on synthetic
 // batches generated before timing (so the data pipeline is not measured). BLAS threads per
-// rank = hardware threads of the node / ranks on the node.
+// rank = hardware threads of the node / ranks on the node (--blas-threads overrides).
+// Buckets: the engine's defaults (25 MiB, first 1 MiB) unless given.
 //
 // A step is forward + loss + engine.backward + engine.step + engine.zero_grad. Columns:
 //   step_ms       median step time (the slowest rank's median)
@@ -116,8 +119,20 @@ struct Row {
   double step_ms = 0, samples_per_s = 0, compute_ms = 0, exposed_ms = 0, overhead_ms = 0;
 };
 
-Row run(const Communicator& comm, const Model& m, bool overlap, const std::string& optimizer,
-        std::size_t steps, std::size_t warmup, std::size_t repeats) {
+struct Options {
+  std::size_t steps = 40;
+  std::size_t warmup = 5;
+  std::size_t repeats = 3;
+  std::string optimizer = "adamw";
+  double bucket_cap_mb = EngineConfig{}.bucket_cap_mb;
+  double first_bucket_mb = EngineConfig{}.first_bucket_mb;
+};
+
+Row run(const Communicator& comm, const Model& m, bool overlap, const Options& opts) {
+  const std::size_t steps = opts.steps;
+  const std::size_t warmup = opts.warmup;
+  const std::size_t repeats = opts.repeats;
+  const std::string& optimizer = opts.optimizer;
   const Batches data = make_batches(m.batch, comm.rank());
 
   // The engine's model and, for compute_ms, an identical model trained without the engine.
@@ -128,6 +143,8 @@ Row run(const Communicator& comm, const Model& m, bool overlap, const std::strin
   auto bare_opt = make_optimizer(optimizer, bare.parameters());
   EngineConfig config;
   config.overlap = overlap;
+  config.bucket_cap_mb = opts.bucket_cap_mb;
+  config.first_bucket_mb = opts.first_bucket_mb;
   Engine engine(config, comm);
   engine.prepare(model, *opt);
 
@@ -188,19 +205,21 @@ int main(int argc, char** argv) {
     Communicator comm(runtime);
 
     CLI::App app{"train_bench: data-parallel training throughput of the Engine"};
-    std::size_t steps = 40;
-    std::size_t warmup = 5;
-    std::size_t repeats = 3;
+    Options opts;
     std::string model = "all";
     std::string overlap = "both";
-    std::string optimizer = "adamw";
+    std::size_t blas = 0;
     std::string json_path;
-    app.add_option("--steps", steps, "timed steps per block")->check(CLI::PositiveNumber);
-    app.add_option("--warmup", warmup, "untimed steps first");
-    app.add_option("--repeats", repeats, "blocks of compute-only and engine steps")->check(CLI::PositiveNumber);
+    app.add_option("--steps", opts.steps, "timed steps per block")->check(CLI::PositiveNumber);
+    app.add_option("--warmup", opts.warmup, "untimed steps first");
+    app.add_option("--repeats", opts.repeats, "blocks of compute-only and engine steps")
+        ->check(CLI::PositiveNumber);
     app.add_option("--model", model, "small | large | all")->check(CLI::IsMember({"small", "large", "all"}));
     app.add_option("--overlap", overlap, "on | off | both")->check(CLI::IsMember({"on", "off", "both"}));
-    app.add_option("--optimizer", optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}));
+    app.add_option("--optimizer", opts.optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}));
+    app.add_option("--bucket-cap-mb", opts.bucket_cap_mb, "gradient bucket cap, MiB");
+    app.add_option("--first-bucket-mb", opts.first_bucket_mb, "first bucket cap, MiB");
+    app.add_option("--blas-threads", blas, "BLAS threads per rank (0: cores / ranks on node)");
     app.add_option("--json", json_path, "also write the rows as JSON");
     try {
       app.parse(argc, argv);
@@ -208,7 +227,8 @@ int main(int argc, char** argv) {
       return comm.rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
     }
 
-    const std::size_t threads = nn::default_blas_threads(static_cast<std::size_t>(comm.local_size()));
+    const std::size_t threads =
+        blas > 0 ? blas : nn::default_blas_threads(static_cast<std::size_t>(comm.local_size()));
     nn::set_blas_threads(threads);
 
     std::vector<Model> models;
@@ -220,8 +240,9 @@ int main(int argc, char** argv) {
 
     if (comm.rank() == 0) {
       std::printf("# train_bench: %d rank(s) on %d node(s), %zu BLAS thread(s) per rank, %s, "
-                  "%zu x %zu timed steps\n",
-                  comm.size(), comm.node_count(), threads, optimizer.c_str(), repeats, steps);
+                  "buckets %g MiB (first %g), %zu x %zu timed steps\n",
+                  comm.size(), comm.node_count(), threads, opts.optimizer.c_str(),
+                  opts.bucket_cap_mb, opts.first_bucket_mb, opts.repeats, opts.steps);
       std::printf("%-18s %6s %8s %8s %9s %11s %11s %11s %12s %9s\n", "model", "batch", "overlap",
                   "buckets", "step_ms", "samples/s", "compute_ms", "exposed_ms", "overhead_ms",
                   "overhead%");
@@ -230,7 +251,7 @@ int main(int argc, char** argv) {
     nlohmann::json rows = nlohmann::json::array();
     for (const Model& m : models) {
       for (bool ov : overlaps) {
-        const Row r = run(comm, m, ov, optimizer, steps, warmup, repeats);
+        const Row r = run(comm, m, ov, opts);
         if (comm.rank() == 0) {
           std::printf("%-18s %6zu %8s %8zu %9.3f %11.1f %11.3f %11.3f %12.3f %8.1f%%\n",
                       r.model.c_str(), r.batch, r.overlap ? "on" : "off", r.buckets, r.step_ms,
@@ -247,7 +268,8 @@ int main(int argc, char** argv) {
     if (comm.rank() == 0 && !json_path.empty()) {
       std::ofstream out(json_path);
       out << nlohmann::json{{"world_size", comm.size()}, {"blas_threads", threads},
-                            {"optimizer", optimizer}, {"rows", rows}}
+                            {"optimizer", opts.optimizer}, {"bucket_cap_mb", opts.bucket_cap_mb},
+                            {"first_bucket_mb", opts.first_bucket_mb}, {"rows", rows}}
                  .dump(2)
           << "\n";
       if (!out) throw std::runtime_error("cannot write " + json_path);
