@@ -7,8 +7,9 @@
 //
 // Sizes double from --min-bytes to --max-bytes; `size` is the payload as sent (the whole
 // buffer: allreduce and broadcast buffer, reduce_scatter input, allgather output). For each
-// size every algorithm runs the same number of iterations, and the algorithms take turns in
-// blocks (mpi, default, ring, then the reverse order, ...), so that the noise of a shared
+// size every algorithm runs the same number of iterations (by default about 0.25 s worth of
+// the MPI baseline, from a timed probe), and the algorithms take turns in blocks of about
+// 1 ms (mpi, default, ring, then the reverse order, ...), so that the noise of a shared
 // machine hits them alike. The plain MPI call (`mpi`) is always measured: vs_mpi divides
 // every row's busbw by its busbw. Time per iteration is the mean over the iterations, maximum
 // over ranks; algbw = size / time; busbw = algbw * factor (allreduce 2(n-1)/n,
@@ -173,12 +174,21 @@ struct Row {
   double vs_mpi = 0;
 };
 
+// Default run length per size and algorithm, from the probe: about a quarter second, at least
+// 5 and at most 20000 iterations, so that `--algo all` from 1K to 256M measures for well
+// under a minute however fast the machine is.
+constexpr double kTargetSeconds = 0.25;
+constexpr int kMinIters = 5;
+constexpr int kMaxIters = 20000;
+constexpr int kProbeIters = 3;
+
 class Bench {
  public:
   Bench(const Communicator& comm, Op op, DType type, std::vector<Algo> algos)
       : comm_(comm), op_(op), type_(type), esize_(dtype_bytes(type)), algos_(std::move(algos)) {}
 
-  // Returns the rows (one per algorithm) for a payload of about `bytes` bytes.
+  // Returns the rows (one per algorithm) for a payload of about `bytes` bytes. iters and
+  // warmup: counts per algorithm, or 0 / -1 to size them from a timed probe.
   std::vector<Row> run(std::size_t bytes, int iters, int warmup, bool check) {
     const std::size_t n = static_cast<std::size_t>(comm_.size());
     std::size_t count = std::max<std::size_t>(1, bytes / esize_);
@@ -189,20 +199,33 @@ class Bench {
     count_ = count;
     allocate_and_fill();
 
+    // Warm-up (pages touched, connections set up), then a probe of the MPI baseline: its
+    // time per call, maximum over ranks (so every rank sizes the run alike), sets the
+    // iterations (about kTargetSeconds per algorithm) and the block length (about 1 ms).
     for (const Algo& a : algos_) {
-      for (int k = 0; k < warmup; ++k) execute(a);
+      for (int k = 0; k < (warmup >= 0 ? warmup : 2); ++k) execute(a);
     }
-    // Interleave: `rounds` blocks per algorithm, alternating the order of the algorithms.
-    const int rounds = std::min(iters, 10);
+    comm_.barrier();
+    const auto p0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < kProbeIters; ++k) execute(algos_.front());
+    const double probe = std::max(
+        1e-7, comm_.allreduce_value(seconds_since(p0), ReduceOp::max) / kProbeIters);
+    if (iters <= 0) {
+      iters = static_cast<int>(std::clamp(kTargetSeconds / probe, double{kMinIters}, double{kMaxIters}));
+    }
+    const int block = static_cast<int>(std::clamp(1e-3 / probe, 1.0, static_cast<double>(iters)));
+
+    // Interleave: blocks of `block` iterations per algorithm, the order of the algorithms
+    // reversed every round (mpi, default, ring, ring, default, mpi, ...).
     std::vector<double> seconds(algos_.size(), 0.0);
-    for (int round = 0; round < rounds; ++round) {
-      const int block_iters = iters / rounds + (round < iters % rounds ? 1 : 0);
+    for (int done = 0, round = 0; done < iters; done += block, ++round) {
+      const int block_iters = std::min(block, iters - done);
       for (std::size_t j = 0; j < algos_.size(); ++j) {
         const std::size_t a = round % 2 == 0 ? j : algos_.size() - 1 - j;
         comm_.barrier();
         const auto t0 = std::chrono::steady_clock::now();
         for (int k = 0; k < block_iters; ++k) execute(algos_[a]);
-        seconds[a] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        seconds[a] += seconds_since(t0);
       }
     }
 
@@ -225,6 +248,10 @@ class Bench {
   }
 
  private:
+  static double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
   double bus_factor() const {
     const double n = comm_.size();
     switch (op_) {
@@ -319,14 +346,6 @@ class Bench {
   std::vector<std::byte> recv_;
 };
 
-// Default iterations: about 2 GiB of payload per algorithm and size, between 10 and 2000, so
-// that the small sizes average over many calls and `--algo all` from 1K to 256M finishes in
-// well under a minute of measuring per algorithm.
-int default_iters(std::size_t bytes) {
-  const std::size_t target = std::size_t{2} << 30;
-  return static_cast<int>(std::clamp<std::size_t>(target / bytes, 10, 2000));
-}
-
 std::string redop_name(Op op) {
   return op == Op::allreduce || op == Op::reduce_scatter ? "sum" : "none";
 }
@@ -373,9 +392,7 @@ int run(const Communicator& comm, const Options& opt) {
   std::vector<Row> all_rows;
   std::uint64_t total_wrong = 0;
   for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
-    const int iters = opt.iters > 0 ? opt.iters : default_iters(bytes);
-    const int warmup = opt.warmup >= 0 ? opt.warmup : std::max(1, iters / 10);
-    for (const Row& row : bench.run(bytes, iters, warmup, opt.check)) {
+    for (const Row& row : bench.run(bytes, opt.iters, opt.warmup, opt.check)) {
       if (print) {
         const std::string wrong = row.wrong ? std::to_string(*row.wrong) : "N/A";
         std::printf("  %10zu %12zu %6s %6s %8s %12.2f %8.3f %8.3f %7s %7.3f\n", row.size,
@@ -446,8 +463,8 @@ int main(int argc, char** argv) {
   app.add_option("--algo", opt.algo, "algorithm name (allreduce: default, mpi, ring) or all");
   app.add_option("--min-bytes", opt.min_bytes, "smallest payload, e.g. 1K");
   app.add_option("--max-bytes", opt.max_bytes, "largest payload, e.g. 256M");
-  app.add_option("--iters", opt.iters, "iterations per size and algorithm (default: by size)");
-  app.add_option("--warmup", opt.warmup, "warm-up iterations (default: iters / 10)");
+  app.add_option("--iters", opt.iters, "iterations per size and algorithm (default: about 0.25 s worth)");
+  app.add_option("--warmup", opt.warmup, "warm-up iterations per algorithm (default: 2)");
   app.add_flag("--check", opt.check, "verify results against closed-form values");
   app.add_option("--json", opt.json, "also write the rows as JSON to FILE");
   try {
