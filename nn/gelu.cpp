@@ -1,9 +1,10 @@
 #include "mpitrain/nn/gelu.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <numbers>
 #include <stdexcept>
+
+#include "mpitrain/nn/fast_math.hpp"
 
 namespace mpitrain::nn {
 namespace {
@@ -32,10 +33,13 @@ void GELU::forward_into(const Tensor& x, Tensor& y) {
   std::copy_n(x.data(), x.numel(), input_.data());
   round_to_precision(input_.span(), precision_);
   y.resize(x.shape());
+  cdf_.resize(x.shape());
   const float* in = input_.data();
+  float* cdf = cdf_.data();
   float* out = y.data();
   for (std::size_t i = 0, n = x.numel(); i < n; ++i) {
-    out[i] = 0.5f * in[i] * (1.0f + std::erf(in[i] * kSqrt1_2));
+    cdf[i] = 0.5f * (1.0f + erf_as(in[i] * kSqrt1_2));
+    out[i] = in[i] * cdf[i];
   }
   round_to_precision(y.span(), precision_);
 }
@@ -51,12 +55,12 @@ void GELU::backward_into(const Tensor& grad_out, Tensor& dx) {
   }
   dx.resize(input_.shape());
   const float* x = input_.data();
+  const float* cdf = cdf_.data();
   const float* g = grad_out.data();
   float* d = dx.data();
   for (std::size_t i = 0, n = dx.numel(); i < n; ++i) {
-    const float cdf = 0.5f * (1.0f + std::erf(x[i] * kSqrt1_2));
-    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x[i] * x[i]);
-    d[i] = g[i] * (cdf + x[i] * pdf);
+    const float pdf = kInvSqrt2Pi * exp_fast(-0.5f * x[i] * x[i]);
+    d[i] = g[i] * (cdf[i] + x[i] * pdf);
   }
   round_to_precision(dx.span(), precision_);
 }

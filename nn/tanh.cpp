@@ -1,8 +1,9 @@
 #include "mpitrain/nn/tanh.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
+
+#include "mpitrain/nn/fast_math.hpp"
 
 namespace mpitrain::nn {
 
@@ -22,7 +23,7 @@ void Tanh::forward_into(const Tensor& x, Tensor& y) {
   y.resize(x.shape());
   const float* in = x.data();
   float* out = y.data();
-  for (std::size_t i = 0, n = x.numel(); i < n; ++i) out[i] = std::tanh(in[i]);
+  for (std::size_t i = 0, n = x.numel(); i < n; ++i) out[i] = tanh_fast(in[i]);
   round_to_precision(y.span(), precision_);
   output_.resize(y.shape());
   std::copy_n(y.data(), y.numel(), output_.data());
