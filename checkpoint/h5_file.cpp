@@ -3,8 +3,12 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <utility>
+
+#include "mpitrain/checkpoint/durable_io.hpp"
 
 namespace mpitrain::checkpoint {
 
@@ -49,7 +53,7 @@ std::string error_stack_text() {
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &lines);
   H5Eclear2(H5E_DEFAULT);
   std::string text;
-  constexpr std::size_t kMaxLines = 3;  // the innermost ones say what actually went wrong
+  constexpr std::size_t kMaxLines = 5;  // the innermost ones say what actually went wrong
   std::size_t used = 0;
   for (auto it = lines.rbegin(); it != lines.rend() && used < kMaxLines; ++it, ++used) {
     if (!text.empty()) text += " <- ";
@@ -656,25 +660,123 @@ std::string H5Group::read_string(std::string_view name) const {
 
 // ---- H5File ---------------------------------------------------------------------------------
 
+// The buffer HDF5's core driver grows for a created file, allocated, grown and freed through
+// the callbacks below. When close() asks for it, the final release hands the buffer over
+// instead of freeing it, so the file is written from it without a copy. (The buffer must be
+// taken after H5Fclose, not before: closing is what clears the "open for writing" flags in
+// the superblock, as H5Fget_file_image would in its copy.)
+struct H5File::MemoryImage {
+  void* data = nullptr;
+  std::size_t capacity = 0;   // bytes allocated at `data`
+  bool keep_on_close = false;
+  void* kept = nullptr;       // the buffer handed over at close
+  std::size_t kept_capacity = 0;
+
+  MemoryImage() = default;
+  MemoryImage(const MemoryImage&) = delete;
+  MemoryImage& operator=(const MemoryImage&) = delete;
+  ~MemoryImage() { std::free(kept); }
+};
+
 namespace {
+
+using MemoryImage = H5File::MemoryImage;
+
+void* image_malloc(std::size_t size, H5FD_file_image_op_t, void* udata) {
+  auto* image = static_cast<MemoryImage*>(udata);
+  void* p = std::malloc(size);
+  if (p != nullptr) {
+    image->data = p;
+    image->capacity = size;
+  }
+  return p;
+}
+
+void* image_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t, void* udata) {
+  auto* image = static_cast<MemoryImage*>(udata);
+  void* p = std::realloc(ptr, size);
+  if (p != nullptr) {
+    image->data = p;
+    image->capacity = size;
+  }
+  return p;
+}
+
+herr_t image_free(void* ptr, H5FD_file_image_op_t op, void* udata) {
+  auto* image = static_cast<MemoryImage*>(udata);
+  if (image->data == ptr) {
+    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && image->keep_on_close && image->kept == nullptr) {
+      image->kept = ptr;
+      image->kept_capacity = image->capacity;
+      ptr = nullptr;
+    }
+    image->data = nullptr;
+    image->capacity = 0;
+  }
+  std::free(ptr);
+  return 0;
+}
+
+void* image_memcpy(void* dest, const void* src, std::size_t size, H5FD_file_image_op_t, void*) {
+  return std::memcpy(dest, src, size);
+}
+
+// HDF5 copies the access property list (and with it udata) into the file; all copies share
+// the one MemoryImage owned by the H5File.
+void* udata_copy(void* udata) { return udata; }
+herr_t udata_free(void*) { return 0; }
+
 H5Id file_access_plist(const std::string& file) {
   H5Id fapl = make_plist(H5P_FILE_ACCESS, file, "/");
-  // A checkpoint file is written once by one process inside a private folder and then only
-  // read, so HDF5's advisory flock adds nothing and fails on file systems without flock
-  // (some NFS and Lustre mounts).
+  // A checkpoint file is written once inside a private folder and then only read, so
+  // HDF5's advisory flock adds nothing and fails on file systems without flock (some NFS
+  // and Lustre mounts).
   check(H5Pset_file_locking(fapl.get(), 0, 1), "H5Pset_file_locking", file, "/");
   return fapl;
 }
+
 }  // namespace
 
-H5File H5File::create(const std::filesystem::path& path) {
+H5File::H5File(H5Id id, std::filesystem::path path, std::unique_ptr<MemoryImage> image)
+    : id_(std::move(id)), path_(std::move(path)), image_(std::move(image)) {}
+
+H5File::H5File(H5File&& other) noexcept = default;
+
+H5File& H5File::operator=(H5File&& other) noexcept {
+  if (this != &other) {
+    id_ = std::move(other.id_);  // closes our file first, while our image is still alive
+    path_ = std::move(other.path_);
+    image_ = std::move(other.image_);
+  }
+  return *this;
+}
+
+H5File::~H5File() { id_.close(); }
+
+H5File H5File::create(const std::filesystem::path& path, std::size_t expected_bytes) {
   const QuietErrors quiet;
   const std::string file = path.string();
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(path, ec))) {
+    throw H5Error("cannot create checkpoint file '" + file + "': it exists");
+  }
+  auto image = std::make_unique<MemoryImage>();
   H5Id fapl = file_access_plist(file);
+  // One allocation for the expected content plus room for HDF5's metadata.
+  constexpr std::size_t kMetadataRoom = std::size_t{1} << 20;
+  check(H5Pset_fapl_core(fapl.get(), expected_bytes + kMetadataRoom, 0), "H5Pset_fapl_core", file,
+        "/");
+  // Closing the file closes whatever groups are still open in it, so close() gets the image
+  // at once even while an H5Group of this file is alive.
+  check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "H5Pset_fclose_degree", file, "/");
+  H5FD_file_image_callbacks_t callbacks{image_malloc, image_memcpy, image_realloc, image_free,
+                                        udata_copy,   udata_free,   image.get()};
+  check(H5Pset_file_image_callbacks(fapl.get(), &callbacks), "H5Pset_file_image_callbacks", file,
+        "/");
   H5Id id(check_id(H5Fcreate(file.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()), "H5Fcreate",
                    file, "/"),
           H5Id::Kind::file);
-  return H5File(std::move(id), path, true);
+  return H5File(std::move(id), path, std::move(image));
 }
 
 H5File H5File::open_read_only(const std::filesystem::path& path) {
@@ -683,7 +785,7 @@ H5File H5File::open_read_only(const std::filesystem::path& path) {
   H5Id fapl = file_access_plist(file);
   H5Id id(check_id(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.get()), "H5Fopen", file, "/"),
           H5Id::Kind::file);
-  return H5File(std::move(id), path, false);
+  return H5File(std::move(id), path, nullptr);
 }
 
 H5Group H5File::root() const {
@@ -698,8 +800,25 @@ void H5File::close() {
   if (!id_.valid()) return;
   const QuietErrors quiet;
   const std::string file = path_.string();
-  if (writable_) check(H5Fflush(id_.get(), H5F_SCOPE_LOCAL), "H5Fflush", file, "/");
-  check(id_.close(), "H5Fclose", file, "/");
+  if (!image_) {
+    check(id_.close(), "H5Fclose", file, "/");
+    return;
+  }
+  // All metadata into the image; its size is then the size of the complete file.
+  check(H5Fflush(id_.get(), H5F_SCOPE_GLOBAL), "H5Fflush", file, "/");
+  const ssize_t size = H5Fget_file_image(id_.get(), nullptr, 0);
+  if (size < 0) fail("H5Fget_file_image", file, "/");
+  image_->keep_on_close = true;
+  check(id_.close(), "H5Fclose", file, "/");  // memory only: no disk I/O can fail here
+  const auto bytes = static_cast<std::size_t>(size);
+  if (image_->kept == nullptr || bytes > image_->kept_capacity) {
+    throw H5Error("HDF5 core driver did not hand over the image of '" + file + "' (" +
+                  std::to_string(bytes) + " bytes)");
+  }
+  DurableFileWriter writer(path_);
+  writer.write({static_cast<const unsigned char*>(image_->kept), bytes});
+  writer.finish();
+  image_.reset();
 }
 
 }  // namespace mpitrain::checkpoint

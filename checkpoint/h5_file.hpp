@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -156,30 +157,44 @@ class H5Group : public H5Object {
       : H5Object(std::move(id), std::move(file), std::move(path)) {}
 };
 
+// A file being written is built in memory (HDF5's core driver, no backing store) and
+// written to disk by close() with plain large writes and an fsync. So every disk error
+// (ENOSPC, EFBIG, EIO) is raised by our own write(2), never inside HDF5: HDF5 1.10 cannot
+// recover from a failed flush in H5Fclose (the file identifier stays registered half
+// destroyed and the library crashes when it terminates at exit). The cost is memory for one
+// file image while writing. Files opened for reading use the POSIX (sec2) driver.
 class H5File {
  public:
-  // Returns a new file at `path`; fails if the file exists.
-  static H5File create(const std::filesystem::path& path);
+  // Returns a new, empty file that close() will write to `path`; `path` must not exist.
+  // `expected_bytes` sizes the in-memory image (the tensor bytes to come), so it is
+  // allocated once.
+  static H5File create(const std::filesystem::path& path, std::size_t expected_bytes = 0);
   // Returns the existing file at `path`, opened read-only.
   static H5File open_read_only(const std::filesystem::path& path);
 
-  H5File(H5File&&) noexcept = default;
-  H5File& operator=(H5File&&) noexcept = default;
-  ~H5File() = default;
+  H5File(H5File&& other) noexcept;
+  H5File& operator=(H5File&& other) noexcept;
+  // Closes silently; a created file that was not close()d is never written.
+  ~H5File();
 
   const std::filesystem::path& path() const noexcept { return path_; }
   // Returns the root group "/".
   H5Group root() const;
-  // Flushes (when writable) and closes the file, throwing on failure: the only way to learn
-  // that buffered metadata could not be written. The destructor closes silently.
+  // A created file: flushes HDF5's metadata into the image, writes the image to path()
+  // (new file, written then fsynced) and releases it; groups of the file still open are
+  // closed with it (using them afterwards is an error). A read-only file: closes it. Throws
+  // CheckpointError on failure; the caller removes a partial file.
   void close();
 
+  struct MemoryImage;  // the in-memory file image of a created file
+
  private:
-  H5File(H5Id id, std::filesystem::path path, bool writable)
-      : id_(std::move(id)), path_(std::move(path)), writable_(writable) {}
+  H5File(H5Id id, std::filesystem::path path, std::unique_ptr<MemoryImage> image);
+  // Order matters: the HDF5 file (whose close releases the image through callbacks) is
+  // closed before the image bookkeeping is freed.
   H5Id id_;
   std::filesystem::path path_;
-  bool writable_ = false;
+  std::unique_ptr<MemoryImage> image_;
 };
 
 }  // namespace mpitrain::checkpoint

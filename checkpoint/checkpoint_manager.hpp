@@ -1,0 +1,151 @@
+#pragma once
+// CheckpointManager: saves and loads checkpoints of a project folder with the commit
+// protocol of DESIGN.md section 5, so that a crash, a full disk or a failing rank never
+// leaves a half-written checkpoint where a committed one is expected.
+//
+// save (collective):
+//   1. rank 0 picks the number N and a random id, broadcasts them, creates
+//      checkpoints/checkpoint_<N>.tmp-<id>/;                                  agree
+//   2. rank 0 writes state.h5, every rank r writes rank_<r>.h5, each fsynced;  agree
+//   3. rank 0 hashes the files (XXH3-128), writes MANIFEST.json and fsyncs it, fsyncs the
+//      folder, renames it to checkpoint_<N>, fsyncs checkpoints/;              agree
+//   4. rank 0 deletes the oldest committed checkpoints beyond total_limit (manifest first,
+//      so an interrupted deletion leaves an uncommitted folder, never a broken committed one).
+//   "agree" is an allgather of every rank's outcome: a failure anywhere throws the same
+//   CheckpointError on every rank, after rank 0 removed the temporary folder.
+//   Cost: the file writes plus one read of the written bytes by rank 0 for the hash.
+// load (collective): rank 0 verifies sizes and hashes of every file against the manifest
+//   before any HDF5 call touches them; agree; then every rank reads state.h5 and its own
+//   rank file into new objects; agree. Nothing live is modified.
+//
+// Numbering: the next automatic checkpoint is ProjectConfiguration::iteration if given,
+// otherwise the highest committed number + 1 (0 for none); after loading checkpoint_<k> of
+// this project it is k + 1 (Accelerate issues #1601, #3306). Saving never overwrites: if
+// checkpoint_<N> exists, save throws (set iteration, or remove the newer checkpoints).
+//
+// At construction, rank 0 removes abandoned folders of checkpoints/: "checkpoint_<N>.tmp-*"
+// and "checkpoint_<N>" without MANIFEST.json, then all ranks meet in a barrier. Two jobs
+// must not share one project folder.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mpitrain/checkpoint/checkpoint_state.hpp"
+#include "mpitrain/checkpoint/checkpointable.hpp"
+#include "mpitrain/checkpoint/h5_file.hpp"
+#include "mpitrain/checkpoint/manifest.hpp"
+#include "mpitrain/collectives/communicator.hpp"
+
+namespace mpitrain::checkpoint {
+
+struct ProjectConfiguration {
+  // Checkpoints go to <project_dir>/checkpoints/. A relative path is resolved against the
+  // current directory once, when the manager is constructed.
+  std::filesystem::path project_dir = "runs/default";
+  bool automatic_checkpoint_naming = true;
+  // Keep at most this many automatic checkpoints (the newest by number); none = keep all.
+  std::optional<std::size_t> total_limit;
+  // Number of the next automatic checkpoint; none = after the highest existing one.
+  std::optional<std::int64_t> iteration;
+  // Dataset tuning for the HDF5 files.
+  DatasetOptions dataset;
+};
+
+struct CheckpointInfo {
+  std::int64_t number = 0;
+  std::filesystem::path dir;
+};
+
+struct SaveResult {
+  std::filesystem::path dir;               // the committed folder
+  std::int64_t number = -1;                // N of checkpoint_<N>; -1 for an explicit folder
+  std::vector<std::filesystem::path> removed;  // deleted by total_limit
+  std::vector<std::string> warnings;       // deletions that failed (the save itself succeeded)
+};
+
+// The result of a load: new objects, plus access to the registered objects' groups.
+class LoadedCheckpoint {
+ public:
+  std::filesystem::path dir;
+  Manifest manifest;
+  // replicated, config_yaml, per_rank (this rank's), step and epoch; `custom` stays empty.
+  CheckpointState state;
+  // True when this rank is at or beyond the world size the checkpoint was saved with: it has
+  // no rank file, and per_rank is empty. The engine derives this rank's RNG streams
+  // deterministically (from the seed and the rank) and warns.
+  bool per_rank_missing = false;
+  // Names of the objects saved under /custom, in name order.
+  std::vector<std::string> custom_names;
+
+  // Restores `object` from /custom/<name>; throws CheckpointError naming the known names
+  // when there is no such object. Call after the engine applied the rest of the state.
+  void restore(std::string_view name, Checkpointable& object) const;
+  // Returns /custom/<name> read as a StateGroup.
+  StateGroup custom_state(std::string_view name) const;
+
+ private:
+  friend class CheckpointManager;
+  // state.h5, kept open read-only for the custom groups (already verified).
+  std::shared_ptr<const H5File> state_file_;
+};
+
+// Returns the committed checkpoints (folders "checkpoint_<N>" holding MANIFEST.json) of
+// `checkpoints_dir` in increasing numeric order: checkpoint_10 comes after checkpoint_9.
+// Returns an empty list when the folder does not exist. Needs no MPI.
+std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& checkpoints_dir);
+// Removes the abandoned folders of `checkpoints_dir` (see above); returns them.
+std::vector<std::filesystem::path> remove_abandoned_checkpoints(
+    const std::filesystem::path& checkpoints_dir);
+
+class CheckpointManager {
+ public:
+  // Collective: resolves the project folder, cleans up (rank 0, then barrier) and agrees on
+  // the next number. Throws std::invalid_argument for total_limit 0 or a negative iteration.
+  CheckpointManager(ProjectConfiguration config, const Communicator& comm);
+
+  const ProjectConfiguration& config() const noexcept { return config_; }
+  // Returns <project_dir>/checkpoints (absolute).
+  std::filesystem::path checkpoints_dir() const;
+  // Returns the number the next automatic save will use.
+  std::int64_t next_iteration() const noexcept { return next_; }
+  // Returns the folders removed as abandoned at construction (rank 0; empty elsewhere).
+  const std::vector<std::filesystem::path>& removed_at_start() const noexcept {
+    return removed_at_start_;
+  }
+
+  // Collective: saves to checkpoints/checkpoint_<next_iteration()> and applies total_limit.
+  // Throws std::logic_error when automatic_checkpoint_naming is off.
+  SaveResult save(const CheckpointState& state, const Communicator& comm);
+  // Collective: saves to `dir` (relative to the current directory; must not exist) with the
+  // same protocol; numbering and total_limit are untouched.
+  SaveResult save(const CheckpointState& state, const Communicator& comm,
+                  const std::filesystem::path& dir);
+
+  // Returns the committed checkpoints in numeric order (local directory listing).
+  std::vector<CheckpointInfo> list() const;
+  // Returns the highest-numbered committed checkpoint, if any.
+  std::optional<std::filesystem::path> latest() const;
+
+  // Collective: verifies and reads checkpoint folder `dir` (relative to the current
+  // directory). All-or-nothing: throws on every rank if anything is wrong anywhere.
+  LoadedCheckpoint load(const std::filesystem::path& dir, const Communicator& comm);
+  // Collective: loads latest(); throws CheckpointError when there is none.
+  LoadedCheckpoint load_latest(const Communicator& comm);
+
+ private:
+  SaveResult commit(const CheckpointState& state, const Communicator& comm,
+                    const std::filesystem::path& target, std::int64_t number, std::uint64_t id);
+  std::vector<std::filesystem::path> apply_total_limit(std::int64_t keep_number,
+                                                       std::vector<std::string>& warnings) const;
+
+  ProjectConfiguration config_;
+  std::int64_t next_ = 0;
+  std::vector<std::filesystem::path> removed_at_start_;
+};
+
+}  // namespace mpitrain::checkpoint

@@ -1,0 +1,88 @@
+#pragma once
+// Helpers shared by the checkpoint tests: temporary folders, closed-form states, and ways
+// to damage files.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mpitrain/checkpoint/checkpoint_state.hpp"
+#include "mpitrain/collectives/communicator.hpp"
+#include "mpitrain/nn/tensor.hpp"
+
+namespace mpitrain::checkpoint::testing {
+
+// A fresh empty folder under the system temp folder, removed (recursively) on destruction.
+class TempDir {
+ public:
+  explicit TempDir(std::string_view tag);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// The same fresh folder on every rank (rank 0 creates it); removed by rank 0 after a barrier.
+class SharedTempDir {
+ public:
+  SharedTempDir(const Communicator& comm, std::string_view tag);
+  ~SharedTempDir();
+  SharedTempDir(const SharedTempDir&) = delete;
+  SharedTempDir& operator=(const SharedTempDir&) = delete;
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  const Communicator& comm_;
+  std::filesystem::path path_;
+};
+
+// Runs `f` on rank 0 only; an exception there is rethrown on every rank (so a failing
+// rank-0-only step can never leave the other ranks waiting in the next collective).
+void on_rank0(const Communicator& comm, const std::function<void()>& f);
+
+// Returns a tensor whose element i is salt + i / 8 (exact in fp32 for the sizes used).
+nn::Tensor closed_form_tensor(const nn::Shape& shape, float salt);
+
+// Returns a full checkpoint state for `rank`: an MLP-like model and AdamW state ("0.weight",
+// "0.bias", "2.weight", "2.bias"), scheduler, scaler, engine and data counters, a config
+// text, and per-rank RNG state. Every value depends on `step` (and the rank for per_rank).
+CheckpointState make_state(int rank, std::int64_t step);
+
+// Returns true when both states hold the same replicated groups, config, per_rank groups,
+// step and epoch, value for value; otherwise adds a GoogleTest failure naming the first
+// difference.
+void expect_same_state(const CheckpointState& actual, const CheckpointState& expected);
+
+// Returns the content of a file.
+std::string read_file(const std::filesystem::path& file);
+// XORs the byte at `offset` with 0x01.
+void flip_byte(const std::filesystem::path& file, std::uint64_t offset);
+// Returns the file offset of the first byte of the first chunk of dataset `object` in the
+// HDF5 file (via H5Dget_chunk_info), for corrupting tensor data precisely.
+std::uint64_t first_chunk_offset(const std::filesystem::path& file, const std::string& object);
+
+// A child process started by spawn_process, with its stdout and stderr on one pipe.
+struct ChildProcess {
+  int pid = -1;
+  int output_fd = -1;  // read end; the caller closes it
+};
+
+// Starts argv[0] (an absolute path) with argv, in an environment without the variables of
+// an MPI launcher (OMPI_*, PMIX_*, ...), so a child that initialises MPI becomes a singleton
+// world of its own instead of joining the parent's job.
+ChildProcess spawn_process(const std::vector<std::string>& argv);
+// Returns the next line (without '\n') read from fd, or nothing at end of file.
+std::optional<std::string> read_line(int fd);
+// Returns the raw wait status of the child after it exits.
+int wait_for(int pid);
+// Runs argv to completion; returns its exit code (-signal if killed) and its output.
+int run_process(const std::vector<std::string>& argv, std::string& output);
+
+}  // namespace mpitrain::checkpoint::testing
