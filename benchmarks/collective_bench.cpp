@@ -7,9 +7,9 @@
 //
 // Sizes double from --min-bytes to --max-bytes; `size` is the payload as sent (the whole
 // buffer: allreduce and broadcast buffer, reduce_scatter input, allgather output). For each
-// size every algorithm runs the same number of iterations (by default about 0.25 s worth of
+// size every algorithm runs the same number of iterations (by default about 0.75 s worth of
 // the MPI baseline, from a timed probe), and the algorithms take turns in blocks of about
-// 1 ms (mpi, default, ring, then the reverse order, ...), so that the noise of a shared
+// 100 us (mpi, default, ring, then the reverse order, ...), so that the noise of a shared
 // machine hits them alike. The plain MPI call (`mpi`) is always measured: vs_mpi divides
 // every row's busbw by its busbw. Time per iteration is the mean over the iterations, maximum
 // over ranks; algbw = size / time; busbw = algbw * factor (allreduce 2(n-1)/n,
@@ -174,13 +174,16 @@ struct Row {
   double vs_mpi = 0;
 };
 
-// Default run length per size and algorithm, from the probe: about a quarter second, at least
-// 5 and at most 20000 iterations, so that `--algo all` from 1K to 256M measures for well
-// under a minute however fast the machine is.
-constexpr double kTargetSeconds = 0.25;
+// Default run length per size and algorithm, from the probe: about 0.75 s, at least 5 and at
+// most 200000 iterations, so that `--algo all` from 1K to 256M (19 sizes, 3 algorithms)
+// measures for about a minute however fast the machine is.
+constexpr double kTargetSeconds = 0.75;
 constexpr int kMinIters = 5;
-constexpr int kMaxIters = 20000;
+constexpr int kMaxIters = 200000;
 constexpr int kProbeIters = 3;
+// Length of one interleaved block of iterations of one algorithm: short, so that a burst of
+// load on the (shared, 2-core) machine falls on every algorithm alike.
+constexpr double kBlockSeconds = 1e-4;
 
 class Bench {
  public:
@@ -201,7 +204,7 @@ class Bench {
 
     // Warm-up (pages touched, connections set up), then a probe of the MPI baseline: its
     // time per call, maximum over ranks (so every rank sizes the run alike), sets the
-    // iterations (about kTargetSeconds per algorithm) and the block length (about 1 ms).
+    // iterations (about kTargetSeconds per algorithm) and the block length (kBlockSeconds).
     for (const Algo& a : algos_) {
       for (int k = 0; k < (warmup >= 0 ? warmup : 2); ++k) execute(a);
     }
@@ -213,7 +216,7 @@ class Bench {
     if (iters <= 0) {
       iters = static_cast<int>(std::clamp(kTargetSeconds / probe, double{kMinIters}, double{kMaxIters}));
     }
-    const int block = static_cast<int>(std::clamp(1e-3 / probe, 1.0, static_cast<double>(iters)));
+    const int block = static_cast<int>(std::clamp(kBlockSeconds / probe, 1.0, static_cast<double>(iters)));
 
     // Interleave: blocks of `block` iterations per algorithm, the order of the algorithms
     // reversed every round (mpi, default, ring, ring, default, mpi, ...).
@@ -463,7 +466,7 @@ int main(int argc, char** argv) {
   app.add_option("--algo", opt.algo, "algorithm name (allreduce: default, mpi, ring) or all");
   app.add_option("--min-bytes", opt.min_bytes, "smallest payload, e.g. 1K");
   app.add_option("--max-bytes", opt.max_bytes, "largest payload, e.g. 256M");
-  app.add_option("--iters", opt.iters, "iterations per size and algorithm (default: about 0.25 s worth)");
+  app.add_option("--iters", opt.iters, "iterations per size and algorithm (default: about 0.75 s worth)");
   app.add_option("--warmup", opt.warmup, "warm-up iterations per algorithm (default: 2)");
   app.add_flag("--check", opt.check, "verify results against closed-form values");
   app.add_option("--json", opt.json, "also write the rows as JSON to FILE");

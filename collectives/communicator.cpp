@@ -4,13 +4,20 @@
 //   - f32, f64, i32, i64, u8: MPI_Allreduce with MPI's own type and op, called directly on the
 //     caller's buffers (no copy, no extra call), so the engine's default is plain MPI.
 //   - bf16, f16: MPI has no such types. MPI_Allreduce with our user ops (MPI_UINT16_T data,
-//     fp32 combine, one rounding per combine) has the lower latency, but Open MPI runs user
-//     ops through its generic code path; the ring (ring_allreduce.cpp) moves the same 16-bit
-//     data with fused AVX2/F16C combines and wins for large buffers. The default runs the ring
-//     from kHalfRingMinBytes (sum, max, min) or kHalfAvgRingMinBytes (avg: MPI's path must
-//     stage fp32 to divide before the final rounding, doubling its traffic) upward, and MPI
-//     below. Both thresholds come from collective_bench at 2 and 4 ranks on one node (see
-//     the constants). One rank runs MPI always (nothing to exchange).
+//     fp32 combine, one rounding per combine) has the lower latency for small buffers (one
+//     exchange at 2 ranks against the ring's two), but Open MPI runs user ops through its
+//     generic path; the ring (ring_allreduce.cpp) moves the same 16-bit data with AVX2/F16C
+//     combines fused into the receive. The default runs the ring from
+//       kHalfRingMinBytes * (size() - 1)      bytes as sent, for sum, max and min,
+//       kHalfAvgRingMinBytes * (size() - 1)   for avg (MPI's path must stage fp32 to divide
+//                                             before the final rounding: twice the traffic),
+//     and MPI below. Measured at 2 ranks, the two algorithms interleaved as collective_bench
+//     does (Open MPI 4.1.4, vader/CMA, 2-core AMD EPYC VM; `collective_bench --dtype bf16
+//     --algo all` shows the sums): ring/MPI time for bf16 and f16 sums was 1.1-2.1 at
+//     1-8 KiB and 0.4-0.6 from 16 KiB up (0.3-0.9 from 128 KiB); for averages 1.35 at 1 KiB
+//     and 0.2-0.86 from 2 KiB up. The ring's latency grows with its 2(n-1) steps, hence the
+//     factor size() - 1 (a heuristic: only 2 ranks could be measured on one 2-core node).
+//     One rank runs MPI always (nothing to exchange).
 //
 // Splitting: every call hands MPI at most max_call_count() elements (INT_MAX unless lowered).
 // allreduce and broadcast loop over pieces; reduce_scatter, allgather, allgatherv and gather,
@@ -38,9 +45,10 @@
 namespace mpitrain {
 namespace {
 
-// 16-bit buffers from this size (bytes as sent) upward use the ring by default.
-constexpr std::size_t kHalfRingMinBytes = std::size_t{64} << 10;
-constexpr std::size_t kHalfAvgRingMinBytes = std::size_t{16} << 10;
+// 16-bit buffers from this size (bytes as sent) times (size() - 1) upward use the ring by
+// default (see the rule at the top of this file).
+constexpr std::size_t kHalfRingMinBytes = std::size_t{16} << 10;
+constexpr std::size_t kHalfAvgRingMinBytes = std::size_t{2} << 10;
 // fp32 staging for 16-bit averages through MPI is done in pieces of at most this many
 // elements, bounding the extra memory to 32 MiB per call.
 constexpr std::size_t kStageElements = std::size_t{8} << 20;
@@ -331,7 +339,8 @@ void Communicator::require_equal_sizes(std::string_view call, std::size_t expect
 AllreduceAlgorithm Communicator::default_allreduce_algorithm(std::size_t count, DType type,
                                                               ReduceOp op) const noexcept {
   if (!is_half(type) || size_ == 1) return AllreduceAlgorithm::mpi;
-  const std::size_t min_bytes = op == ReduceOp::avg ? kHalfAvgRingMinBytes : kHalfRingMinBytes;
+  const std::size_t per_step = op == ReduceOp::avg ? kHalfAvgRingMinBytes : kHalfRingMinBytes;
+  const std::size_t min_bytes = per_step * static_cast<std::size_t>(size_ - 1);
   return count * dtype_bytes(type) >= min_bytes ? AllreduceAlgorithm::ring
                                                 : AllreduceAlgorithm::mpi;
 }

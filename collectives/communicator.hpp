@@ -4,8 +4,12 @@
 // Every collective takes element counts as size_t; counts above 2^31 - 1 are split into
 // pieces MPI can take, and count 0 is a valid no-op that still synchronises nothing.
 // bf16 and f16 sums accumulate in fp32 and round once per combining step.
-// Every MPI failure throws MpiError naming the call, the rank and the count.
-// Collectives must be called by every rank of the communicator in the same order.
+// Every MPI failure throws MpiError naming the call, the rank and the count (the communicator
+// returns MPI errors instead of aborting); a root outside [0, size()) throws MpiError
+// (MPI_ERR_ROOT) before MPI is called, and inconsistent buffer sizes throw
+// std::invalid_argument naming the call and the rank.
+// Collectives must be called by every rank of the communicator in the same order, from one
+// thread at a time (the CommStream worker, or the main thread).
 
 #include <atomic>
 #include <cstddef>
@@ -57,7 +61,8 @@ class Request {
 
 class Communicator {
  public:
-  // Duplicates MPI_COMM_WORLD of the given runtime.
+  // Duplicates MPI_COMM_WORLD of the given runtime (collective: every rank constructs one)
+  // and finds the node layout. The destructor frees the MPI objects unless MPI is finalised.
   explicit Communicator(const MpiRuntime& runtime);
   ~Communicator();
   Communicator(Communicator&&) noexcept;
