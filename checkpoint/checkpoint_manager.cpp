@@ -268,9 +268,16 @@ SaveResult CheckpointManager::commit(const CheckpointState& state, const Communi
     }
   });
 
+  // Rank 0's own files are hashed from the bytes as it writes them (the digest reading them
+  // back would give); the other ranks' files it reads and hashes in the commit step.
+  std::map<std::string, FileDigest> written;
   phase("writing the files", [&] {
-    if (rank == 0) write_state_file(tmp / kStateFile, state, world, config_.dataset);
-    write_rank_file(tmp / rank_file_name(rank), state.per_rank, rank, world, config_.dataset);
+    if (rank == 0) {
+      written[std::string(kStateFile)] =
+          write_state_file(tmp / kStateFile, state, world, config_.dataset);
+    }
+    written[rank_file_name(rank)] =
+        write_rank_file(tmp / rank_file_name(rank), state.per_rank, rank, world, config_.dataset);
   });
 
   phase("committing", [&] {
@@ -281,8 +288,8 @@ SaveResult CheckpointManager::commit(const CheckpointState& state, const Communi
     manifest.epoch = state.epoch;
     manifest.world_size = world;
     manifest.created = utc_timestamp_now();
-    manifest.files[std::string(kStateFile)] = hash_file(tmp / kStateFile);
-    for (int r = 0; r < world; ++r) {
+    manifest.files = written;
+    for (int r = 1; r < world; ++r) {
       manifest.files[rank_file_name(r)] = hash_file(tmp / rank_file_name(r));
     }
     write_manifest(tmp, manifest);

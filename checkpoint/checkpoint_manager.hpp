@@ -7,13 +7,15 @@
 //   1. rank 0 picks the number N and a random id, broadcasts them, creates
 //      checkpoints/checkpoint_<N>.tmp-<id>/;                                  agree
 //   2. rank 0 writes state.h5, every rank r writes rank_<r>.h5, each fsynced;  agree
-//   3. rank 0 hashes the files (XXH3-128), writes MANIFEST.json and fsyncs it, fsyncs the
-//      folder, renames it to checkpoint_<N>, fsyncs checkpoints/;              agree
+//   3. rank 0 hashes the files (XXH3-128; its own two from the bytes it wrote, the other
+//      ranks' by reading them), writes MANIFEST.json and fsyncs it, fsyncs the folder,
+//      renames it to checkpoint_<N>, fsyncs checkpoints/;                      agree
 //   4. rank 0 deletes the oldest committed checkpoints beyond total_limit (manifest first,
 //      so an interrupted deletion leaves an uncommitted folder, never a broken committed one).
 //   "agree" is an allgather of every rank's outcome: a failure anywhere throws the same
 //   CheckpointError on every rank, after rank 0 removed the temporary folder.
-//   Cost: the file writes plus one read of the written bytes by rank 0 for the hash.
+//   Cost: building each HDF5 file in memory (h5_file.hpp), writing and fsyncing it, and rank 0
+//   reading the other ranks' files once for the hash.
 // load (collective): rank 0 verifies sizes and hashes of every file against the manifest
 //   before any HDF5 call touches them; agree; then every rank reads state.h5 and its own
 //   rank file into new objects; agree. Nothing live is modified.

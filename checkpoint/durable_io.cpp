@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cerrno>
 #include <cstring>
@@ -67,9 +68,19 @@ void write_file_durably(const std::filesystem::path& file, std::string_view byte
   writer.finish();
 }
 
+struct DurableFileWriter::Hasher {
+  XXH3_state_t* state = XXH3_createState();
+  ~Hasher() { XXH3_freeState(state); }
+};
+
 DurableFileWriter::DurableFileWriter(const std::filesystem::path& file)
-    : path_(file), fd_(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) {
+    : path_(file),
+      fd_(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)),
+      hasher_(std::make_unique<Hasher>()) {
   if (fd_ < 0) fail_errno("open (create)", file, errno);
+  if (hasher_->state == nullptr || XXH3_128bits_reset(hasher_->state) != XXH_OK) {
+    throw CheckpointError("XXH3 state for '" + file.string() + "' could not be set up");
+  }
 }
 
 DurableFileWriter::~DurableFileWriter() {
@@ -78,6 +89,10 @@ DurableFileWriter::~DurableFileWriter() {
 
 void DurableFileWriter::write(std::span<const unsigned char> bytes) {
   if (fd_ < 0) throw CheckpointError("write '" + path_.string() + "' after finish()");
+  if (XXH3_128bits_update(hasher_->state, bytes.data(), bytes.size()) != XXH_OK) {
+    throw CheckpointError("XXH3 update failed while writing '" + path_.string() + "'");
+  }
+  bytes_ += bytes.size();
   const unsigned char* p = bytes.data();
   std::size_t left = bytes.size();
   while (left > 0) {
@@ -91,12 +106,14 @@ void DurableFileWriter::write(std::span<const unsigned char> bytes) {
   }
 }
 
-void DurableFileWriter::finish() {
-  if (fd_ < 0) return;
+FileDigest DurableFileWriter::finish() {
+  if (fd_ < 0) throw CheckpointError("finish '" + path_.string() + "' twice");
   if (::fsync(fd_) != 0) fail_errno("fsync", path_, errno);
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail_errno("close", path_, errno);
+  const XXH128_hash_t h = XXH3_128bits_digest(hasher_->state);
+  return FileDigest{bytes_, xxh3_128_hex(h.high64, h.low64)};
 }
 
 std::string read_small_file(const std::filesystem::path& file, std::size_t max_bytes) {

@@ -3,10 +3,14 @@
 // before the step that makes it visible (a rename, a manifest) happens. Every failure throws
 // CheckpointError naming the path, the system call and errno's text.
 
+#include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "mpitrain/checkpoint/file_hash.hpp"
 
 namespace mpitrain::checkpoint {
 
@@ -16,8 +20,9 @@ void fsync_file(const std::filesystem::path& file);
 void fsync_directory(const std::filesystem::path& dir);
 // Creates `file` (which must not exist), writes `bytes` and fsyncs it.
 void write_file_durably(const std::filesystem::path& file, std::string_view bytes);
-// Writes a new file in pieces, then makes it durable. Throws on any failure; a writer
-// destroyed without finish() leaves the partial file for the caller to remove.
+// Writes a new file in pieces, then makes it durable, hashing the bytes on the way (XXH3-128,
+// as hash_file() would read them back). Throws on any failure; a writer destroyed without
+// finish() leaves the partial file for the caller to remove.
 class DurableFileWriter {
  public:
   // Creates `file`, which must not exist.
@@ -28,12 +33,15 @@ class DurableFileWriter {
 
   // Appends `bytes` (handles short writes and EINTR).
   void write(std::span<const unsigned char> bytes);
-  // fsyncs and closes the file.
-  void finish();
+  // fsyncs and closes the file; returns its size and digest.
+  FileDigest finish();
 
  private:
+  struct Hasher;  // XXH3 streaming state
   std::filesystem::path path_;
   int fd_ = -1;
+  std::unique_ptr<Hasher> hasher_;
+  std::uint64_t bytes_ = 0;
 };
 
 // Returns the whole content of `file`; refuses files larger than max_bytes (a corrupted or

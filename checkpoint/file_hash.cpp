@@ -69,4 +69,11 @@ std::string xxh3_128_hex(std::span<const unsigned char> data) {
   return to_hex(XXH3_128bits(data.data(), data.size()));
 }
 
+std::string xxh3_128_hex(std::uint64_t high64, std::uint64_t low64) {
+  XXH128_hash_t h;
+  h.high64 = high64;
+  h.low64 = low64;
+  return to_hex(h);
+}
+
 }  // namespace mpitrain::checkpoint

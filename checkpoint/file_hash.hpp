@@ -22,5 +22,7 @@ struct FileDigest {
 FileDigest hash_file(const std::filesystem::path& file);
 // Returns the XXH3-128 digest of `data` in the same hex form.
 std::string xxh3_128_hex(std::span<const unsigned char> data);
+// Returns the hex form of a digest given as its two 64-bit halves.
+std::string xxh3_128_hex(std::uint64_t high64, std::uint64_t low64);
 
 }  // namespace mpitrain::checkpoint

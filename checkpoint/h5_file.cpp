@@ -1,17 +1,23 @@
 #include "mpitrain/checkpoint/h5_file.hpp"
 
 #include <hdf5.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <utility>
 
 #include "mpitrain/checkpoint/durable_io.hpp"
+#include "mpitrain/checkpoint/fletcher32.hpp"
 
 namespace mpitrain::checkpoint {
 
+static_assert(std::endian::native == std::endian::little,
+              "tensor chunks are written and read as raw little-endian float32");
 static_assert(std::is_same_v<hid_t, std::int64_t>,
               "H5Id stores identifiers as int64_t: HDF5 1.10 or later is required");
 
@@ -145,20 +151,119 @@ std::string strip_trailing_nuls(std::string s) {
   return s;
 }
 
-// Returns the chunk shape for a dataset: whole trailing rows, split along the leading
-// dimensions so that one chunk holds about chunk_bytes of float32 values.
+// Returns the chunk shape for a dataset: runs of whole rows (the leading dimension split)
+// of about chunk_bytes, so that each chunk is one contiguous range of the row-major data.
+// Only a row larger than HDF5's chunk limit (4 GiB) splits later dimensions too.
 std::vector<hsize_t> chunk_dims(const nn::Shape& shape, std::size_t chunk_bytes) {
-  const std::size_t target = std::max<std::size_t>(chunk_bytes / sizeof(float), 1);
+  constexpr std::size_t kMaxChunkElements = (std::size_t{1} << 32) / sizeof(float) - 1;
   std::vector<hsize_t> chunk(shape.begin(), shape.end());
+  std::size_t row = 1;  // elements per unit of the leading dimension
+  for (std::size_t j = 1; j < chunk.size(); ++j) row *= chunk[j];
+  const std::size_t target = std::max<std::size_t>(chunk_bytes / sizeof(float), row);
+  if (row <= kMaxChunkElements) {
+    chunk[0] = std::max<std::size_t>(std::min<std::size_t>(target / row, shape[0]), 1);
+    return chunk;
+  }
   for (std::size_t i = 0; i < chunk.size(); ++i) {
-    std::size_t rest = 1;  // elements per unit of dimension i
+    std::size_t rest = 1;
     for (std::size_t j = i + 1; j < chunk.size(); ++j) rest *= chunk[j];
-    if (chunk[i] * rest <= target) break;
-    const std::size_t units = target / rest;
+    if (chunk[i] * rest <= kMaxChunkElements) break;
+    const std::size_t units = kMaxChunkElements / rest;
     chunk[i] = std::max<std::size_t>(units, 1);
     if (units >= 1) break;
   }
   return chunk;
+}
+
+// Returns true when chunks are runs of whole rows: chunk i holds rows [i*c0, (i+1)*c0).
+bool chunks_are_row_runs(const std::vector<hsize_t>& chunk, const nn::Shape& shape) {
+  for (std::size_t j = 1; j < chunk.size(); ++j) {
+    if (chunk[j] != shape[j]) return false;
+  }
+  return !chunk.empty();
+}
+
+std::uint32_t load_le32(const unsigned char* p) noexcept {
+  return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
+         static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24;
+}
+
+void store_le32(unsigned char* p, std::uint32_t v) noexcept {
+  p[0] = static_cast<unsigned char>(v);
+  p[1] = static_cast<unsigned char>(v >> 8);
+  p[2] = static_cast<unsigned char>(v >> 16);
+  p[3] = static_cast<unsigned char>(v >> 24);
+}
+
+constexpr std::size_t kChecksumBytes = 4;  // the Fletcher32 filter's trailer
+
+// Writes the rows of a float32 dataset chunk by chunk with H5Dwrite_chunk, each followed by
+// its Fletcher32 (what the filter would store). Edge chunks are zero-padded to full size, as
+// HDF5 stores them. Cost: one copy into a staging chunk and one checksum pass.
+void write_chunks_directly(hid_t dataset, std::span<const float> data, const nn::Shape& shape,
+                           const std::vector<hsize_t>& chunk, const std::string& file,
+                           const std::string& object) {
+  const std::size_t row = data.size() / shape[0];
+  const std::size_t chunk_values = chunk[0] * row;
+  const std::size_t chunk_bytes = chunk_values * sizeof(float);
+  std::vector<unsigned char> staging(chunk_bytes + kChecksumBytes);
+  std::vector<hsize_t> offset(shape.size(), 0);
+  for (std::size_t first = 0; first < shape[0]; first += chunk[0]) {
+    const std::size_t rows = std::min<std::size_t>(chunk[0], shape[0] - first);
+    const std::size_t bytes = rows * row * sizeof(float);
+    std::memcpy(staging.data(), data.data() + first * row, bytes);
+    std::memset(staging.data() + bytes, 0, chunk_bytes - bytes);
+    store_le32(staging.data() + chunk_bytes, fletcher32({staging.data(), chunk_bytes}));
+    offset[0] = first;
+    check(H5Dwrite_chunk(dataset, H5P_DEFAULT, 0, offset.data(), staging.size(), staging.data()),
+          "H5Dwrite_chunk", file, object + " (chunk at row " + std::to_string(first) + ")");
+  }
+}
+
+// Reads the rows of a float32 dataset chunk by chunk with H5Dread_chunk and checks each
+// chunk's Fletcher32. Chunks before the last are read straight into `out`; the 4-byte
+// checksum then lands on the first bytes of the next chunk's rows, which the next read
+// overwrites, so no staging copy is needed except for the last chunk.
+void read_chunks_directly(hid_t dataset, std::span<float> out, const nn::Shape& shape,
+                          const std::vector<hsize_t>& chunk, const std::string& file,
+                          const std::string& object) {
+  const std::size_t row = out.size() / shape[0];
+  const std::size_t chunk_bytes = chunk[0] * row * sizeof(float);
+  std::vector<unsigned char> staging;
+  std::vector<hsize_t> offset(shape.size(), 0);
+  auto* base = reinterpret_cast<unsigned char*>(out.data());
+  for (std::size_t first = 0; first < shape[0]; first += chunk[0]) {
+    const std::string where = object + " (chunk at row " + std::to_string(first) + ")";
+    offset[0] = first;
+    hsize_t stored = 0;
+    check(H5Dget_chunk_storage_size(dataset, offset.data(), &stored), "H5Dget_chunk_storage_size",
+          file, where);
+    if (stored != chunk_bytes + kChecksumBytes) {
+      invalid(file, where, "chunk holds " + std::to_string(stored) + " bytes, expected " +
+                               std::to_string(chunk_bytes + kChecksumBytes));
+    }
+    const bool last = first + chunk[0] >= shape[0];
+    unsigned char* dest = base + first * row * sizeof(float);
+    if (last) {
+      staging.resize(chunk_bytes + kChecksumBytes);
+      dest = staging.data();
+    }
+    std::uint32_t filter_mask = 0;
+    check(H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &filter_mask, dest), "H5Dread_chunk",
+          file, where);
+    if (filter_mask != 0) invalid(file, where, "chunk was stored without its Fletcher32 filter");
+    const std::uint32_t expected = load_le32(dest + chunk_bytes);
+    const std::uint32_t actual = fletcher32({dest, chunk_bytes});
+    if (actual != expected) {
+      invalid(file, where, "data error detected by Fletcher32 checksum (stored " +
+                               std::to_string(expected) + ", computed " + std::to_string(actual) +
+                               ")");
+    }
+    if (last) {
+      const std::size_t rows = shape[0] - first;
+      std::memcpy(base + first * row * sizeof(float), staging.data(), rows * row * sizeof(float));
+    }
+  }
 }
 
 struct OpenedDataset {
@@ -522,8 +627,9 @@ void H5Group::write_tensor(std::string_view name, std::span<const float> data,
   H5Id dcpl = make_plist(H5P_DATASET_CREATE, file_, full);
   // Every element is written below, so HDF5 need not write fill values first.
   check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time", file_, full);
+  std::vector<hsize_t> chunk;
   if (!shape.empty() && count > 0) {
-    const std::vector<hsize_t> chunk = chunk_dims(shape, options.chunk_bytes);
+    chunk = chunk_dims(shape, options.chunk_bytes);
     check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), "H5Pset_chunk",
           file_, full);
     check(H5Pset_fletcher32(dcpl.get()), "H5Pset_fletcher32", file_, full);
@@ -533,7 +639,9 @@ void H5Group::write_tensor(std::string_view name, std::span<const float> data,
                                    space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
                         "H5Dcreate2", file_, full),
                H5Id::Kind::dataset);
-  if (count > 0) {
+  if (options.direct_chunk_io && chunks_are_row_runs(chunk, shape)) {
+    write_chunks_directly(dataset.get(), data, shape, chunk, file_, full);
+  } else if (count > 0) {
     check(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()),
           "H5Dwrite", file_, full + " (" + std::to_string(count) + " floats)");
   }
@@ -573,9 +681,33 @@ std::pair<OpenedDataset, nn::Shape> open_tensor(hid_t loc, std::string_view name
   return {std::move(d), std::move(shape)};
 }
 
-void read_float_data(const OpenedDataset& d, std::span<float> out, const std::string& file,
-                     const std::string& object) {
+// Returns the chunk shape when the dataset can be read chunk by chunk directly: little-endian
+// float32, chunked in runs of whole rows, Fletcher32 its only filter. Empty otherwise.
+std::vector<hsize_t> direct_read_layout(const OpenedDataset& d, const nn::Shape& shape,
+                                        const std::string& file, const std::string& object) {
+  if (shape.empty() || nn::numel(shape) == 0) return {};
+  const htri_t le32 = H5Tequal(d.type.get(), H5T_IEEE_F32LE);
+  if (le32 < 0) fail("H5Tequal", file, object);
+  if (le32 == 0) return {};
+  H5Id dcpl(check_id(H5Dget_create_plist(d.dataset.get()), "H5Dget_create_plist", file, object),
+            H5Id::Kind::plist);
+  if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED || H5Pget_nfilters(dcpl.get()) != 1) return {};
+  std::vector<hsize_t> chunk(shape.size());
+  if (H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()) !=
+      static_cast<int>(chunk.size())) {
+    fail("H5Pget_chunk", file, object);
+  }
+  return chunks_are_row_runs(chunk, shape) ? chunk : std::vector<hsize_t>{};
+}
+
+void read_float_data(const OpenedDataset& d, std::span<float> out, const nn::Shape& shape,
+                     const std::string& file, const std::string& object) {
   if (out.empty()) return;
+  const std::vector<hsize_t> chunk = direct_read_layout(d, shape, file, object);
+  if (!chunk.empty()) {
+    read_chunks_directly(d.dataset.get(), out, shape, chunk, file, object);
+    return;
+  }
   H5Id dxpl = verifying_transfer_plist(file, object);
   check(H5Dread(d.dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, dxpl.get(), out.data()),
         "H5Dread", file, object + " (" + std::to_string(out.size()) + " floats)");
@@ -591,7 +723,7 @@ nn::Tensor H5Group::read_tensor(std::string_view name) const {
   const QuietErrors quiet;
   auto [d, shape] = open_tensor(id_.get(), name, file_, path_);
   nn::Tensor tensor(shape);
-  read_float_data(d, tensor.span(), file_, child_path(name));
+  read_float_data(d, tensor.span(), shape, file_, child_path(name));
   return tensor;
 }
 
@@ -608,7 +740,7 @@ void H5Group::read_tensor_into(std::string_view name, std::span<float> out,
     invalid(file_, full, "destination holds " + std::to_string(out.size()) + " values, shape " +
                              nn::to_string(shape) + " needs " + std::to_string(nn::numel(shape)));
   }
-  read_float_data(d, out, file_, full);
+  read_float_data(d, out, shape, file_, full);
 }
 
 void H5Group::write_string(std::string_view name, std::string_view text) {
@@ -667,7 +799,7 @@ std::string H5Group::read_string(std::string_view name) const {
 // the superblock, as H5Fget_file_image would in its copy.)
 struct H5File::MemoryImage {
   void* data = nullptr;
-  std::size_t capacity = 0;   // bytes allocated at `data`
+  std::size_t capacity = 0;   // bytes mapped at `data`
   bool keep_on_close = false;
   void* kept = nullptr;       // the buffer handed over at close
   std::size_t kept_capacity = 0;
@@ -675,16 +807,30 @@ struct H5File::MemoryImage {
   MemoryImage() = default;
   MemoryImage(const MemoryImage&) = delete;
   MemoryImage& operator=(const MemoryImage&) = delete;
-  ~MemoryImage() { std::free(kept); }
+  ~MemoryImage();
 };
 
 namespace {
 
 using MemoryImage = H5File::MemoryImage;
 
+// The image lives in anonymous mappings made with MAP_POPULATE: the kernel provides all
+// pages in one call instead of one page fault each (for a 600 MB image, 0.25 s instead of
+// 0.4 s on a virtual machine), and growth is an mremap, never a copy.
+std::size_t page_round(std::size_t bytes) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return std::max<std::size_t>((bytes + page - 1) / page * page, page);
+}
+
+void* map_populated(std::size_t bytes) {
+  void* p = ::mmap(nullptr, page_round(bytes), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
 void* image_malloc(std::size_t size, H5FD_file_image_op_t, void* udata) {
   auto* image = static_cast<MemoryImage*>(udata);
-  void* p = std::malloc(size);
+  void* p = map_populated(size);
   if (p != nullptr) {
     image->data = p;
     image->capacity = size;
@@ -692,28 +838,29 @@ void* image_malloc(std::size_t size, H5FD_file_image_op_t, void* udata) {
   return p;
 }
 
-void* image_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t, void* udata) {
+void* image_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t op, void* udata) {
   auto* image = static_cast<MemoryImage*>(udata);
-  void* p = std::realloc(ptr, size);
-  if (p != nullptr) {
-    image->data = p;
-    image->capacity = size;
-  }
+  if (ptr == nullptr) return image_malloc(size, op, udata);
+  if (ptr != image->data) return nullptr;  // not a buffer we handed out
+  void* p = ::mremap(ptr, page_round(image->capacity), page_round(size), MREMAP_MAYMOVE);
+  if (p == MAP_FAILED) return nullptr;
+  image->data = p;
+  image->capacity = size;
   return p;
 }
 
 herr_t image_free(void* ptr, H5FD_file_image_op_t op, void* udata) {
   auto* image = static_cast<MemoryImage*>(udata);
-  if (image->data == ptr) {
-    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && image->keep_on_close && image->kept == nullptr) {
-      image->kept = ptr;
-      image->kept_capacity = image->capacity;
-      ptr = nullptr;
-    }
-    image->data = nullptr;
-    image->capacity = 0;
+  if (ptr == nullptr) return 0;
+  if (ptr != image->data) return -1;  // not a buffer we handed out
+  if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && image->keep_on_close && image->kept == nullptr) {
+    image->kept = ptr;
+    image->kept_capacity = image->capacity;
+  } else {
+    ::munmap(ptr, page_round(image->capacity));
   }
-  std::free(ptr);
+  image->data = nullptr;
+  image->capacity = 0;
   return 0;
 }
 
@@ -736,6 +883,11 @@ H5Id file_access_plist(const std::string& file) {
 }
 
 }  // namespace
+
+H5File::MemoryImage::~MemoryImage() {
+  if (kept != nullptr) ::munmap(kept, page_round(kept_capacity));
+  if (data != nullptr) ::munmap(data, page_round(capacity));
+}
 
 H5File::H5File(H5Id id, std::filesystem::path path, std::unique_ptr<MemoryImage> image)
     : id_(std::move(id)), path_(std::move(path)), image_(std::move(image)) {}
@@ -796,13 +948,13 @@ H5Group H5File::root() const {
   return H5Group(std::move(id), file, "/");
 }
 
-void H5File::close() {
-  if (!id_.valid()) return;
+FileDigest H5File::close() {
+  if (!id_.valid()) return {};
   const QuietErrors quiet;
   const std::string file = path_.string();
   if (!image_) {
     check(id_.close(), "H5Fclose", file, "/");
-    return;
+    return {};
   }
   // All metadata into the image; its size is then the size of the complete file.
   check(H5Fflush(id_.get(), H5F_SCOPE_GLOBAL), "H5Fflush", file, "/");
@@ -817,8 +969,9 @@ void H5File::close() {
   }
   DurableFileWriter writer(path_);
   writer.write({static_cast<const unsigned char*>(image_->kept), bytes});
-  writer.finish();
+  const FileDigest digest = writer.finish();
   image_.reset();
+  return digest;
 }
 
 }  // namespace mpitrain::checkpoint

@@ -64,7 +64,7 @@ std::size_t data_bytes(const std::map<std::string, StateGroup>& groups) {
 
 std::string mpitrain_version() { return MPITRAIN_VERSION_STRING; }
 
-void write_state_file(const std::filesystem::path& path, const CheckpointState& state,
+FileDigest write_state_file(const std::filesystem::path& path, const CheckpointState& state,
                       int world_size, const DatasetOptions& options) {
   for (const auto& [name, group] : state.replicated) {
     if (!is_replicated_group(name)) {
@@ -93,10 +93,10 @@ void write_state_file(const std::filesystem::path& path, const CheckpointState& 
     }
   }
   root.write_string(kConfigDataset, state.config_yaml);
-  file.close();
+  return file.close();
 }
 
-void write_rank_file(const std::filesystem::path& path,
+FileDigest write_rank_file(const std::filesystem::path& path,
                      const std::map<std::string, StateGroup>& per_rank, int rank, int world_size,
                      const DatasetOptions& options) {
   for (const auto& [name, group] : per_rank) {
@@ -110,7 +110,7 @@ void write_rank_file(const std::filesystem::path& path,
     H5Group g = root.create_group(name);
     write_state_group(g, group, options);
   }
-  file.close();
+  return file.close();
 }
 
 StateFileContents read_state_file(const H5File& file) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mpitrain/checkpoint/checkpoint_state.hpp"
+#include "mpitrain/checkpoint/file_hash.hpp"
 #include "mpitrain/checkpoint/h5_file.hpp"
 #include "mpitrain/checkpoint/state_group.hpp"
 
@@ -19,11 +20,12 @@ namespace mpitrain::checkpoint {
 // Returns the library version recorded in checkpoints ("0.1.0").
 std::string mpitrain_version();
 
-// Writes state.h5: `state.replicated`, `state.custom` and `state.config_yaml`.
-void write_state_file(const std::filesystem::path& file, const CheckpointState& state,
+// Writes state.h5: `state.replicated`, `state.custom` and `state.config_yaml`. Returns the
+// file's size and XXH3-128 (hashed while writing).
+FileDigest write_state_file(const std::filesystem::path& file, const CheckpointState& state,
                       int world_size, const DatasetOptions& options = {});
-// Writes rank_<rank>.h5 with the groups of `per_rank`.
-void write_rank_file(const std::filesystem::path& file,
+// Writes rank_<rank>.h5 with the groups of `per_rank`; returns its size and XXH3-128.
+FileDigest write_rank_file(const std::filesystem::path& file,
                      const std::map<std::string, StateGroup>& per_rank, int rank, int world_size,
                      const DatasetOptions& options = {});
 
