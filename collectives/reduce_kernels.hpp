@@ -10,8 +10,11 @@
 //   avg: combines as sum; the finishing step divides (see sum_and_divide / divide_inplace).
 // Integer sums wrap around (two's complement), integer division truncates toward zero.
 //
-// Cost: one pass over the operands, memory-bound; the loops are compiled twice (x86-64-v3
-// with AVX2/F16C and baseline x86-64) and the CPU picks the version at load time.
+// Cost: one pass over the operands, memory-bound. The 16-bit sums and averages have
+// hand-written AVX2/F16C loops used when the CPU has them; the other loops are compiled for
+// x86-64-v3 and baseline x86-64 and the loader picks one (GNU ifunc); plain conversions use
+// precision/convert.hpp. Every path gives the results of the scalar conversions of
+// precision/bfloat16.hpp and float16.hpp.
 
 #include <cstddef>
 
@@ -36,7 +39,7 @@ void sum_and_divide(void* out, const void* a, const void* b, std::size_t count, 
 // data[i] = data[i] / divisor (integers truncate; 16-bit formats divide in fp32, round once).
 void divide_inplace(void* data, std::size_t count, DType type, int divisor) noexcept;
 
-// dst[i] = float(src[i]) for a 16-bit format (bf16 or f16); exact.
+// dst[i] = float(src[i]) for a 16-bit format (bf16 or f16); exact (precision/convert.hpp).
 void widen_to_f32(const void* src, float* dst, std::size_t count, DType type) noexcept;
 
 // dst[i] = round(src[i] / divisor) into a 16-bit format (bf16 or f16), one rounding.
