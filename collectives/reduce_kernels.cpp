@@ -62,7 +62,8 @@ struct Bf16x8 {
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
-  MPITRAIN_AVX2 static void store(std::uint16_t* p, __m256 x) noexcept {
+  // Returns the bf16 patterns (in the low halves of 32-bit lanes) nearest to x.
+  MPITRAIN_AVX2 static __m256i round(__m256 x) noexcept {
     const __m256i u = _mm256_castps_si256(x);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
     const __m256i rounded =
@@ -70,10 +71,29 @@ struct Bf16x8 {
     const __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
     const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
     const __m256i is_nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
-    const __m256i bits = _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
+    return _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
+  }
+  MPITRAIN_AVX2 static void store(std::uint16_t* p, __m256 x) noexcept {
+    const __m256i bits = round(x);
     // Pack the eight 32-bit lanes (each <= 0xffff) into eight 16-bit values, in order.
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+  }
+  // Returns round(x) for x computed from bf16 operands by +, - or / (a sum or an average):
+  // such an x that is NaN has zero low 16 bits and its quiet bit set (x86 quiets NaNs, and
+  // the payload comes from a bf16 operand or is the default NaN), so plain rounding already
+  // gives the quiet NaN that round() selects, and the NaN test can go.
+  MPITRAIN_AVX2 static __m256i round_sum(__m256 x) noexcept {
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb),
+                             16);
+  }
+  // Stores 16 sums or averages of bf16 values: lo to p[0..8), hi to p[8..16), one pack.
+  MPITRAIN_AVX2 static void store2(std::uint16_t* p, __m256 lo, __m256 hi) noexcept {
+    const __m256i packed =
+        _mm256_permute4x64_epi64(_mm256_packus_epi32(round_sum(lo), round_sum(hi)), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
   }
 };
 
@@ -86,6 +106,11 @@ struct Fp16x8 {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
                      _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
+  // Stores 16 values: lo to p[0..8), hi to p[8..16).
+  MPITRAIN_AVX2 static void store2(std::uint16_t* p, __m256 lo, __m256 hi) noexcept {
+    store(p, lo);
+    store(p + 8, hi);
+  }
 };
 
 // out[i] = round((a[i] + b[i]) / divisor); divisor 1 skips the division. out may equal b:
@@ -96,11 +121,21 @@ MPITRAIN_AVX2 void avx_sum(std::uint16_t* out, const std::uint16_t* a, const std
   using F = typename V::Scalar;
   std::size_t i = 0;
   if (divisor == 1) {
+    for (; i + 16 <= n; i += 16) {
+      const __m256 lo = _mm256_add_ps(V::load(a + i), V::load(b + i));
+      const __m256 hi = _mm256_add_ps(V::load(a + i + 8), V::load(b + i + 8));
+      V::store2(out + i, lo, hi);
+    }
     for (; i + 8 <= n; i += 8) V::store(out + i, _mm256_add_ps(V::load(a + i), V::load(b + i)));
     for (; i < n; ++i) out[i] = F::store(F::load(a[i]) + F::load(b[i]));
   } else {
     const float d = static_cast<float>(divisor);
     const __m256 dv = _mm256_set1_ps(d);
+    for (; i + 16 <= n; i += 16) {
+      const __m256 lo = _mm256_div_ps(_mm256_add_ps(V::load(a + i), V::load(b + i)), dv);
+      const __m256 hi = _mm256_div_ps(_mm256_add_ps(V::load(a + i + 8), V::load(b + i + 8)), dv);
+      V::store2(out + i, lo, hi);
+    }
     for (; i + 8 <= n; i += 8) {
       V::store(out + i, _mm256_div_ps(_mm256_add_ps(V::load(a + i), V::load(b + i)), dv));
     }

@@ -171,23 +171,30 @@ INSTANTIATE_TEST_SUITE_P(Formats, HalfKernels, ::testing::Values(DType::bf16, DT
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(ReduceKernels, TailsOfEveryLengthAndAliasing) {
-  // Lengths around the 8-lane blocks; out == b (in place) and out separate.
+  // Lengths around the 8- and 16-lane blocks; out == b (in place) and out separate; sums and
+  // averages of both 16-bit formats, and f32.
   for (std::size_t n = 0; n <= 40; ++n) {
     std::vector<float> a(n), b(n), out(n, -1.0f);
-    std::vector<std::uint16_t> ha(n), hb(n), hout(n, 0xffff);
     for (std::size_t i = 0; i < n; ++i) {
       a[i] = static_cast<float>(i);
       b[i] = 2.0f * static_cast<float>(i);
-      ha[i] = to_bfloat16(a[i]).bits;
-      hb[i] = to_bfloat16(b[i]).bits;
     }
     reduce_into(out.data(), a.data(), b.data(), n, DType::f32, ReduceOp::sum);
-    reduce_into(hout.data(), ha.data(), hb.data(), n, DType::bf16, ReduceOp::sum);
-    reduce_into(hb.data(), ha.data(), hb.data(), n, DType::bf16, ReduceOp::sum);  // out == b
-    for (std::size_t i = 0; i < n; ++i) {
-      EXPECT_EQ(out[i], 3.0f * static_cast<float>(i));
-      EXPECT_EQ(to_float(bfloat16::from_bits(hout[i])), 3.0f * static_cast<float>(i));
-      EXPECT_EQ(hb[i], hout[i]);
+    for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(out[i], 3.0f * static_cast<float>(i));
+    for (DType t : {DType::bf16, DType::f16}) {
+      std::vector<std::uint16_t> ha(n), hb(n), hout(n, 0xffff), havg(n, 0xffff);
+      for (std::size_t i = 0; i < n; ++i) {
+        ha[i] = float_to_half(t, a[i]);
+        hb[i] = float_to_half(t, b[i]);
+      }
+      reduce_into(hout.data(), ha.data(), hb.data(), n, t, ReduceOp::sum);
+      sum_and_divide(havg.data(), ha.data(), hb.data(), n, t, 3);
+      reduce_into(hb.data(), ha.data(), hb.data(), n, t, ReduceOp::sum);  // out == b
+      for (std::size_t i = 0; i < n; ++i) {
+        EXPECT_EQ(half_to_float(t, hout[i]), 3.0f * static_cast<float>(i)) << to_string(t) << n;
+        EXPECT_EQ(half_to_float(t, havg[i]), static_cast<float>(i)) << to_string(t) << n;
+        EXPECT_EQ(hb[i], hout[i]);
+      }
     }
   }
 }
