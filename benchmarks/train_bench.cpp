@@ -16,7 +16,8 @@
 //   samples/s     world_size * batch / step_ms
 //   compute_ms    median time of the same step without the engine (model.backward,
 //                 optimizer.step, zero_grad), run by every rank at the same time, in blocks
-//                 interleaved with the engine's blocks, so it sees the same machine load
+//                 interleaved with the engines' blocks (bare, overlap on, overlap off, bare,
+//                 ...), so that all columns see the same machine load
 //   exposed_ms    median time backward waited for the gradient reductions after the model's
 //                 backward returned ("exposed comm")
 //   overhead_ms   step_ms - compute_ms - exposed_ms: everything else the engine costs (hooks,
@@ -126,38 +127,54 @@ struct Options {
   std::string optimizer = "adamw";
   double bucket_cap_mb = EngineConfig{}.bucket_cap_mb;
   double first_bucket_mb = EngineConfig{}.first_bucket_mb;
+  DType grad_comm_dtype = DType::f32;
 };
 
-Row run(const Communicator& comm, const Model& m, bool overlap, const Options& opts) {
-  const std::size_t steps = opts.steps;
-  const std::size_t warmup = opts.warmup;
-  const std::size_t repeats = opts.repeats;
-  const std::string& optimizer = opts.optimizer;
-  const Batches data = make_batches(m.batch, comm.rank());
+// One model trained by an engine with one overlap setting, and its timings.
+struct Trained {
+  nn::Sequential model;
+  std::unique_ptr<nn::Optimizer> optimizer;
+  std::unique_ptr<Engine> engine;  // declared last: released before the model it points into
+  std::vector<double> step_s, exposed_s;
+};
 
-  // The engine's model and, for compute_ms, an identical model trained without the engine.
-  nn::Sequential model = nn::make_mlp(kInputs, m.hidden, kClasses);
+// Returns a row per overlap setting; the bare (engine-free) steps and the engines' steps run
+// in interleaved blocks, so that every column sees the same machine load.
+std::vector<Row> run(const Communicator& comm, const Model& m, const std::vector<bool>& overlaps,
+                     const Options& opts) {
+  const Batches data = make_batches(m.batch, comm.rank());
   nn::Sequential bare = nn::make_mlp(kInputs, m.hidden, kClasses);
   bare.set_requires_input_grad(false);  // as the engine sets its model
-  auto opt = make_optimizer(optimizer, model.parameters());
-  auto bare_opt = make_optimizer(optimizer, bare.parameters());
-  EngineConfig config;
-  config.overlap = overlap;
-  config.bucket_cap_mb = opts.bucket_cap_mb;
-  config.first_bucket_mb = opts.first_bucket_mb;
-  Engine engine(config, comm);
-  engine.prepare(model, *opt);
+  auto bare_opt = make_optimizer(opts.optimizer, bare.parameters());
+  // All models are built before any is prepared: the engines point into them, so the
+  // vector must not move them afterwards.
+  std::vector<Trained> runs;
+  runs.reserve(overlaps.size());
+  for (std::size_t i = 0; i < overlaps.size(); ++i) {
+    runs.push_back(Trained{nn::make_mlp(kInputs, m.hidden, kClasses), nullptr, nullptr, {}, {}});
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    Trained& t = runs[i];
+    t.optimizer = make_optimizer(opts.optimizer, t.model.parameters());
+    EngineConfig config;
+    config.overlap = overlaps[i];
+    config.bucket_cap_mb = opts.bucket_cap_mb;
+    config.first_bucket_mb = opts.first_bucket_mb;
+    config.grad_comm_dtype = opts.grad_comm_dtype;
+    t.engine = std::make_unique<Engine>(config, comm);
+    t.engine->prepare(t.model, *t.optimizer);
+  }
 
   nn::Tensor grad;
-  std::vector<double> step_s, compute_s, exposed_s;
+  std::vector<double> compute_s;
   std::size_t k = 0;
-  auto engine_step = [&] {
+  auto engine_step = [&](Trained& t) {
     const auto t0 = Clock::now();
-    nn::Tensor logits = model.forward(data.features[k % kBatches]);
+    nn::Tensor logits = t.model.forward(data.features[k % kBatches]);
     nn::cross_entropy(logits, data.labels[k % kBatches], grad);
-    engine.backward(grad);
-    engine.step();
-    engine.zero_grad();
+    t.engine->backward(grad);
+    t.engine->step();
+    t.engine->zero_grad();
     ++k;
     return seconds_since(t0);
   };
@@ -171,30 +188,40 @@ Row run(const Communicator& comm, const Model& m, bool overlap, const Options& o
     ++k;
     return seconds_since(t0);
   };
-  for (std::size_t i = 0; i < warmup; ++i) {
+  for (std::size_t i = 0; i < opts.warmup; ++i) {
     bare_step();
-    engine_step();
+    for (Trained& t : runs) engine_step(t);
   }
-  for (std::size_t r = 0; r < repeats; ++r) {
-    engine.wait_for_everyone();
-    for (std::size_t i = 0; i < steps; ++i) compute_s.push_back(bare_step());
-    engine.wait_for_everyone();
-    for (std::size_t i = 0; i < steps; ++i) {
-      step_s.push_back(engine_step());
-      exposed_s.push_back(engine.last_backward().comm_wait_seconds);
+  const Engine& any = *runs.front().engine;
+  for (std::size_t r = 0; r < opts.repeats; ++r) {
+    any.wait_for_everyone();
+    for (std::size_t i = 0; i < opts.steps; ++i) compute_s.push_back(bare_step());
+    for (Trained& t : runs) {
+      t.engine->wait_for_everyone();
+      for (std::size_t i = 0; i < opts.steps; ++i) {
+        t.step_s.push_back(engine_step(t));
+        t.exposed_s.push_back(t.engine->last_backward().comm_wait_seconds);
+      }
     }
   }
-  Row row;
-  row.model = m.name;
-  row.batch = m.batch;
-  row.overlap = overlap;
-  row.buckets = engine.gradient_sync()->buckets().size();
-  row.step_ms = 1e3 * engine.reduce(median(step_s), ReduceOp::max);
-  row.compute_ms = 1e3 * engine.reduce(median(compute_s), ReduceOp::max);
-  row.exposed_ms = 1e3 * engine.reduce(median(exposed_s), ReduceOp::max);
-  row.overhead_ms = row.step_ms - row.compute_ms - row.exposed_ms;
-  row.samples_per_s = static_cast<double>(comm.size() * m.batch) / (row.step_ms * 1e-3);
-  return row;
+  const double compute_ms = 1e3 * any.reduce(median(compute_s), ReduceOp::max);
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    Trained& t = runs[i];
+    Row row;
+    row.model = m.name;
+    row.batch = m.batch;
+    row.overlap = overlaps[i];
+    row.buckets = t.engine->gradient_sync()->buckets().size();
+    row.step_ms = 1e3 * t.engine->reduce(median(t.step_s), ReduceOp::max);
+    row.compute_ms = compute_ms;
+    row.exposed_ms = 1e3 * t.engine->reduce(median(t.exposed_s), ReduceOp::max);
+    row.overhead_ms = row.step_ms - row.compute_ms - row.exposed_ms;
+    row.samples_per_s = static_cast<double>(static_cast<std::size_t>(comm.size()) * m.batch) /
+                        (row.step_ms * 1e-3);
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 }  // namespace
@@ -219,6 +246,9 @@ int main(int argc, char** argv) {
     app.add_option("--optimizer", opts.optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}));
     app.add_option("--bucket-cap-mb", opts.bucket_cap_mb, "gradient bucket cap, MiB");
     app.add_option("--first-bucket-mb", opts.first_bucket_mb, "first bucket cap, MiB");
+    std::string comm_dtype = "f32";
+    app.add_option("--grad-comm-dtype", comm_dtype, "f32 | bf16 | f16 on the wire")
+        ->check(CLI::IsMember({"f32", "bf16", "f16"}));
     app.add_option("--blas-threads", blas, "BLAS threads per rank (0: cores / ranks on node)");
     app.add_option("--json", json_path, "also write the rows as JSON");
     try {
@@ -227,6 +257,7 @@ int main(int argc, char** argv) {
       return comm.rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
     }
 
+    opts.grad_comm_dtype = parse_dtype(comm_dtype);
     const std::size_t threads =
         blas > 0 ? blas : nn::default_blas_threads(static_cast<std::size_t>(comm.local_size()));
     nn::set_blas_threads(threads);
@@ -240,9 +271,10 @@ int main(int argc, char** argv) {
 
     if (comm.rank() == 0) {
       std::printf("# train_bench: %d rank(s) on %d node(s), %zu BLAS thread(s) per rank, %s, "
-                  "buckets %g MiB (first %g), %zu x %zu timed steps\n",
+                  "buckets %g MiB (first %g), gradients as %s, %zu x %zu timed steps\n",
                   comm.size(), comm.node_count(), threads, opts.optimizer.c_str(),
-                  opts.bucket_cap_mb, opts.first_bucket_mb, opts.repeats, opts.steps);
+                  opts.bucket_cap_mb, opts.first_bucket_mb,
+                  std::string(to_string(opts.grad_comm_dtype)).c_str(), opts.repeats, opts.steps);
       std::printf("%-18s %6s %8s %8s %9s %11s %11s %11s %12s %9s\n", "model", "batch", "overlap",
                   "buckets", "step_ms", "samples/s", "compute_ms", "exposed_ms", "overhead_ms",
                   "overhead%");
@@ -250,8 +282,7 @@ int main(int argc, char** argv) {
     }
     nlohmann::json rows = nlohmann::json::array();
     for (const Model& m : models) {
-      for (bool ov : overlaps) {
-        const Row r = run(comm, m, ov, opts);
+      for (const Row& r : run(comm, m, overlaps, opts)) {
         if (comm.rank() == 0) {
           std::printf("%-18s %6zu %8s %8zu %9.3f %11.1f %11.3f %11.3f %12.3f %8.1f%%\n",
                       r.model.c_str(), r.batch, r.overlap ? "on" : "off", r.buckets, r.step_ms,
@@ -269,7 +300,8 @@ int main(int argc, char** argv) {
       std::ofstream out(json_path);
       out << nlohmann::json{{"world_size", comm.size()}, {"blas_threads", threads},
                             {"optimizer", opts.optimizer}, {"bucket_cap_mb", opts.bucket_cap_mb},
-                            {"first_bucket_mb", opts.first_bucket_mb}, {"rows", rows}}
+                            {"first_bucket_mb", opts.first_bucket_mb},
+                            {"grad_comm_dtype", to_string(opts.grad_comm_dtype)}, {"rows", rows}}
                  .dump(2)
           << "\n";
       if (!out) throw std::runtime_error("cannot write " + json_path);
