@@ -7,11 +7,16 @@
 // names) with AdamW's exp_avg and exp_avg_sq: 3 x params floats. Rows (GB/s = payload bytes,
 // the 3 x params x 4 bytes, per second; best of --iters):
 //   raw write     the same bytes written with 8 MiB write(2) calls, then fsync
-//   raw read      read back with 8 MiB read(2) calls after posix_fadvise(DONTNEED)
+//   raw read      read back with 8 MiB read(2) calls into one reused 8 MiB buffer after
+//                 posix_fadvise(DONTNEED): the device's sequential read bandwidth
 //   save          CheckpointManager::save (state built from views: no copy of the state)
 //   load (cold)   CheckpointManager::load after DONTNEED on every checkpoint file
 //   load (warm)   the same with the files in the page cache
-//   verify (cold) / HDF5 read (warm)   the two halves of a cold load, timed separately
+//   parts of a cold load, timed separately:
+//     verify      verify_checkpoint after DONTNEED (sizes, then XXH3-128 of every byte)
+//     allocate    constructing the loaded tensors (nn::Tensor zero-fills new memory)
+//     HDF5 read   read_state_file with the files in the page cache (includes allocate)
+//   load - allocate   the cold load without the cost of new memory, against raw read
 // DONTNEED drops clean pages of a file from this machine's page cache; storage below it (a
 // virtual disk's host cache, a RAID controller) may still answer from its own cache, so the
 // cold reads measure what this OS sees.
@@ -135,20 +140,27 @@ double raw_write(const fs::path& file, const std::vector<nn::Tensor>& tensors) {
   return seconds_since(start);
 }
 
-// Returns seconds to read the whole file with large reads into one buffer of its size.
-double raw_read(const fs::path& file, std::vector<char>& buffer) {
+// Returns seconds to read the whole file with 8 MiB reads into one reused buffer.
+double raw_read(const fs::path& file, std::vector<char>& block) {
   const auto start = Clock::now();
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error("open " + file.string());
-  constexpr std::size_t kBlock = std::size_t{8} << 20;
-  std::size_t got = 0;
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   for (;;) {
-    const ssize_t n = ::read(fd, buffer.data() + got, std::min(kBlock, buffer.size() - got));
+    const ssize_t n = ::read(fd, block.data(), block.size());
     if (n < 0) throw std::runtime_error("read " + file.string());
     if (n == 0) break;
-    got += static_cast<std::size_t>(n);
   }
   ::close(fd);
+  return seconds_since(start);
+}
+
+// Returns seconds to construct new tensors of the given shapes (what loading allocates).
+double allocate(const std::vector<nn::Tensor>& like) {
+  const auto start = Clock::now();
+  std::vector<nn::Tensor> fresh;
+  fresh.reserve(like.size());
+  for (const nn::Tensor& t : like) fresh.emplace_back(t.shape());
   return seconds_since(start);
 }
 
@@ -194,9 +206,10 @@ int main(int argc, char** argv) {
     CheckpointManager manager(config, comm);
 
     Row raw_w{"raw write + fsync"}, raw_r{"raw read (cold)"}, save{"save"},
-        load_cold{"load (cold)"}, load_warm{"load (warm)"}, verify{"  verify: xxh3 (cold)"},
-        read{"  read: HDF5 (warm)"};
-    std::vector<char> buffer(bench.payload_bytes);
+        load_cold{"load (cold)"}, load_warm{"load (warm)"}, verify{"  verify (cold)"},
+        alloc{"  allocate tensors"}, read{"  HDF5 read (warm)"},
+        load_no_alloc{"load - allocate"};
+    std::vector<char> buffer(std::size_t{8} << 20);
     const fs::path raw_file = dir / ("raw_" + std::to_string(comm.rank()) + ".bin");
     for (int it = 0; it < iters; ++it) {
       comm.barrier();
@@ -231,7 +244,9 @@ int main(int argc, char** argv) {
         (void)read_state_file(file);
       }
       read.add(seconds_since(start));
+      alloc.add(allocate(bench.tensors));
     }
+    load_no_alloc.add(load_cold.best_s - alloc.best_s);
 
     if (comm.rank() == 0) {
       const double gb = static_cast<double>(bench.payload_bytes) / 1e9;
@@ -253,7 +268,9 @@ int main(int argc, char** argv) {
       print(raw_r, nullptr);
       print(load_cold, &raw_r);
       print(verify, &raw_r);
+      print(alloc, &raw_r);
       print(read, &raw_r);
+      print(load_no_alloc, &raw_r);
       print(load_warm, &raw_r);
       if (!json_file.empty()) {
         std::ofstream(json_file) << nlohmann::json{{"payload_bytes", bench.payload_bytes},

@@ -274,10 +274,11 @@ SaveResult CheckpointManager::commit(const CheckpointState& state, const Communi
   phase("writing the files", [&] {
     if (rank == 0) {
       written[std::string(kStateFile)] =
-          write_state_file(tmp / kStateFile, state, world, config_.dataset);
+          write_state_file(tmp / kStateFile, state, world, config_.dataset, image_buffer_.get());
     }
-    written[rank_file_name(rank)] =
-        write_rank_file(tmp / rank_file_name(rank), state.per_rank, rank, world, config_.dataset);
+    written[rank_file_name(rank)] = write_rank_file(tmp / rank_file_name(rank), state.per_rank,
+                                                    rank, world, config_.dataset,
+                                                    image_buffer_.get());
   });
 
   phase("committing", [&] {

@@ -146,6 +146,8 @@ class CheckpointManager {
                                                        std::vector<std::string>& warnings) const;
 
   ProjectConfiguration config_;
+  // Holds the file image while writing; kept between saves (h5_file.hpp, H5ImageBuffer).
+  std::unique_ptr<H5ImageBuffer> image_buffer_ = std::make_unique<H5ImageBuffer>();
   std::int64_t next_ = 0;
   std::vector<std::filesystem::path> removed_at_start_;
 };

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -798,69 +799,51 @@ std::string H5Group::read_string(std::string_view name) const {
 // taken after H5Fclose, not before: closing is what clears the "open for writing" flags in
 // the superblock, as H5Fget_file_image would in its copy.)
 struct H5File::MemoryImage {
-  void* data = nullptr;
-  std::size_t capacity = 0;   // bytes mapped at `data`
-  bool keep_on_close = false;
-  void* kept = nullptr;       // the buffer handed over at close
-  std::size_t kept_capacity = 0;
-
-  MemoryImage() = default;
-  MemoryImage(const MemoryImage&) = delete;
-  MemoryImage& operator=(const MemoryImage&) = delete;
-  ~MemoryImage();
+  H5ImageBuffer* buffer = nullptr;  // where the image lives: lent, or `own`
+  H5ImageBuffer own;
+  bool keep_on_close = false;  // close() asked HDF5 to hand the image over
+  bool kept = false;           // HDF5 released the image at close; it is still in `buffer`
 };
 
 namespace {
 
 using MemoryImage = H5File::MemoryImage;
 
-// The image lives in anonymous mappings made with MAP_POPULATE: the kernel provides all
-// pages in one call instead of one page fault each (for a 600 MB image, 0.25 s instead of
-// 0.4 s on a virtual machine), and growth is an mremap, never a copy.
 std::size_t page_round(std::size_t bytes) {
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   return std::max<std::size_t>((bytes + page - 1) / page * page, page);
 }
 
-void* map_populated(std::size_t bytes) {
-  void* p = ::mmap(nullptr, page_round(bytes), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-}
-
+// The core driver allocates, grows and frees the image through these callbacks.
 void* image_malloc(std::size_t size, H5FD_file_image_op_t, void* udata) {
   auto* image = static_cast<MemoryImage*>(udata);
-  void* p = map_populated(size);
-  if (p != nullptr) {
-    image->data = p;
-    image->capacity = size;
+  try {
+    return image->buffer->acquire(size);
+  } catch (const std::exception&) {
+    return nullptr;
   }
-  return p;
 }
 
 void* image_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t op, void* udata) {
   auto* image = static_cast<MemoryImage*>(udata);
   if (ptr == nullptr) return image_malloc(size, op, udata);
-  if (ptr != image->data) return nullptr;  // not a buffer we handed out
-  void* p = ::mremap(ptr, page_round(image->capacity), page_round(size), MREMAP_MAYMOVE);
-  if (p == MAP_FAILED) return nullptr;
-  image->data = p;
-  image->capacity = size;
-  return p;
+  if (ptr != image->buffer->data()) return nullptr;  // not a buffer we handed out
+  try {
+    return image->buffer->grow(size);
+  } catch (const std::exception&) {
+    return nullptr;
+  }
 }
 
 herr_t image_free(void* ptr, H5FD_file_image_op_t op, void* udata) {
   auto* image = static_cast<MemoryImage*>(udata);
   if (ptr == nullptr) return 0;
-  if (ptr != image->data) return -1;  // not a buffer we handed out
-  if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && image->keep_on_close && image->kept == nullptr) {
-    image->kept = ptr;
-    image->kept_capacity = image->capacity;
+  if (ptr != image->buffer->data()) return -1;  // not a buffer we handed out
+  if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && image->keep_on_close) {
+    image->kept = true;
   } else {
-    ::munmap(ptr, page_round(image->capacity));
+    image->buffer->release();
   }
-  image->data = nullptr;
-  image->capacity = 0;
   return 0;
 }
 
@@ -884,10 +867,57 @@ H5Id file_access_plist(const std::string& file) {
 
 }  // namespace
 
-H5File::MemoryImage::~MemoryImage() {
-  if (kept != nullptr) ::munmap(kept, page_round(kept_capacity));
-  if (data != nullptr) ::munmap(data, page_round(capacity));
+// ---- H5ImageBuffer ------------------------------------------------------------------------
+
+H5ImageBuffer::~H5ImageBuffer() {
+  if (data_ != nullptr) ::munmap(data_, capacity_);
 }
+
+void* H5ImageBuffer::acquire(std::size_t bytes) {
+  const std::size_t needed = page_round(bytes);
+  if (needed > capacity_) {
+    if (data_ != nullptr) ::munmap(data_, capacity_);
+    data_ = nullptr;
+    capacity_ = 0;
+    // MAP_POPULATE: the kernel provides every page in one call instead of one fault each.
+    void* p = ::mmap(nullptr, needed, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p == MAP_FAILED) {
+      throw H5Error("mmap of " + std::to_string(needed) + " bytes for a file image failed: " +
+                    std::strerror(errno));
+    }
+    data_ = p;
+    capacity_ = needed;
+  } else {
+    // Reused pages hold the previous image: no byte of it may leak into the next file.
+    std::memset(data_, 0, needed);
+  }
+  in_use_ = true;
+  return data_;
+}
+
+void* H5ImageBuffer::grow(std::size_t bytes) {
+  const std::size_t needed = page_round(bytes);
+  if (needed > capacity_) {
+    void* p = ::mremap(data_, capacity_, needed, MREMAP_MAYMOVE);
+    if (p == MAP_FAILED) {
+      throw H5Error("mremap to " + std::to_string(needed) + " bytes for a file image failed: " +
+                    std::strerror(errno));
+    }
+    data_ = p;
+    capacity_ = needed;
+  }
+  return data_;
+}
+
+void H5ImageBuffer::release() noexcept {
+  if (data_ != nullptr && ::madvise(data_, capacity_, MADV_FREE) != 0) {
+    ::madvise(data_, capacity_, MADV_DONTNEED);  // kernels before 4.5
+  }
+  in_use_ = false;
+}
+
+// ---- H5File ---------------------------------------------------------------------------------
 
 H5File::H5File(H5Id id, std::filesystem::path path, std::unique_ptr<MemoryImage> image)
     : id_(std::move(id)), path_(std::move(path)), image_(std::move(image)) {}
@@ -905,7 +935,8 @@ H5File& H5File::operator=(H5File&& other) noexcept {
 
 H5File::~H5File() { id_.close(); }
 
-H5File H5File::create(const std::filesystem::path& path, std::size_t expected_bytes) {
+H5File H5File::create(const std::filesystem::path& path, std::size_t expected_bytes,
+                      H5ImageBuffer* buffer) {
   const QuietErrors quiet;
   const std::string file = path.string();
   std::error_code ec;
@@ -913,6 +944,7 @@ H5File H5File::create(const std::filesystem::path& path, std::size_t expected_by
     throw H5Error("cannot create checkpoint file '" + file + "': it exists");
   }
   auto image = std::make_unique<MemoryImage>();
+  image->buffer = buffer != nullptr && !buffer->in_use() ? buffer : &image->own;
   H5Id fapl = file_access_plist(file);
   // One allocation for the expected content plus room for HDF5's metadata.
   constexpr std::size_t kMetadataRoom = std::size_t{1} << 20;
@@ -963,13 +995,21 @@ FileDigest H5File::close() {
   image_->keep_on_close = true;
   check(id_.close(), "H5Fclose", file, "/");  // memory only: no disk I/O can fail here
   const auto bytes = static_cast<std::size_t>(size);
-  if (image_->kept == nullptr || bytes > image_->kept_capacity) {
+  H5ImageBuffer& buffer = *image_->buffer;
+  if (!image_->kept || bytes > buffer.capacity()) {
     throw H5Error("HDF5 core driver did not hand over the image of '" + file + "' (" +
                   std::to_string(bytes) + " bytes)");
   }
-  DurableFileWriter writer(path_);
-  writer.write({static_cast<const unsigned char*>(image_->kept), bytes});
-  const FileDigest digest = writer.finish();
+  FileDigest digest;
+  try {
+    DurableFileWriter writer(path_);
+    writer.write({static_cast<const unsigned char*>(buffer.data()), bytes});
+    digest = writer.finish();
+  } catch (...) {
+    buffer.release();
+    throw;
+  }
+  buffer.release();
   image_.reset();
   return digest;
 }

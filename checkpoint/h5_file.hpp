@@ -163,6 +163,35 @@ class H5Group : public H5Object {
       : H5Object(std::move(id), std::move(file), std::move(path)) {}
 };
 
+// Memory for the images of files being written (see H5File), kept from one file to the next
+// so that periodic checkpoints reuse their pages instead of faulting in new ones (on a
+// virtual machine, mapping 600 MB of fresh pages takes about 0.25 s; reusing them 0.04 s).
+// Between files the pages are released with MADV_FREE: the kernel takes them back under
+// memory pressure, otherwise they stay (and count in the resident size). One file at a time.
+class H5ImageBuffer {
+ public:
+  H5ImageBuffer() = default;
+  ~H5ImageBuffer();
+  H5ImageBuffer(const H5ImageBuffer&) = delete;
+  H5ImageBuffer& operator=(const H5ImageBuffer&) = delete;
+
+  // Returns at least `bytes` zeroed bytes (the previous content is discarded).
+  void* acquire(std::size_t bytes);
+  // Returns the region grown to at least `bytes`, content preserved (it may move).
+  void* grow(std::size_t bytes);
+  // Gives the pages back lazily (MADV_FREE); the mapping stays for the next acquire().
+  void release() noexcept;
+
+  void* data() const noexcept { return data_; }
+  std::size_t capacity() const noexcept { return capacity_; }
+  bool in_use() const noexcept { return in_use_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t capacity_ = 0;  // bytes mapped, a multiple of the page size
+  bool in_use_ = false;
+};
+
 // A file being written is built in memory (HDF5's core driver, no backing store) and
 // written to disk by close() with plain large writes and an fsync. So every disk error
 // (ENOSPC, EFBIG, EIO) is raised by our own write(2), never inside HDF5: HDF5 1.10 cannot
@@ -173,8 +202,10 @@ class H5File {
  public:
   // Returns a new, empty file that close() will write to `path`; `path` must not exist.
   // `expected_bytes` sizes the in-memory image (the tensor bytes to come), so it is
-  // allocated once.
-  static H5File create(const std::filesystem::path& path, std::size_t expected_bytes = 0);
+  // allocated once. The image lives in `buffer` when one is lent (and not in use by another
+  // file); otherwise in memory of its own, unmapped after close().
+  static H5File create(const std::filesystem::path& path, std::size_t expected_bytes = 0,
+                       H5ImageBuffer* buffer = nullptr);
   // Returns the existing file at `path`, opened read-only.
   static H5File open_read_only(const std::filesystem::path& path);
 

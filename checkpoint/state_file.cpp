@@ -65,7 +65,8 @@ std::size_t data_bytes(const std::map<std::string, StateGroup>& groups) {
 std::string mpitrain_version() { return MPITRAIN_VERSION_STRING; }
 
 FileDigest write_state_file(const std::filesystem::path& path, const CheckpointState& state,
-                      int world_size, const DatasetOptions& options) {
+                            int world_size, const DatasetOptions& options,
+                            H5ImageBuffer* buffer) {
   for (const auto& [name, group] : state.replicated) {
     if (!is_replicated_group(name)) {
       std::string known;
@@ -78,7 +79,8 @@ FileDigest write_state_file(const std::filesystem::path& path, const CheckpointS
     if (!is_plain_name(name)) bad(path, "custom object name '" + name + "' is not a plain name");
     if (object == nullptr) bad(path, "custom object '" + name + "' is null");
   }
-  H5File file = H5File::create(path, data_bytes(state.replicated) + state.config_yaml.size());
+  H5File file =
+      H5File::create(path, data_bytes(state.replicated) + state.config_yaml.size(), buffer);
   H5Group root = file.root();
   write_root_attributes(root, world_size);
   for (const auto& [name, group] : state.replicated) {
@@ -97,12 +99,13 @@ FileDigest write_state_file(const std::filesystem::path& path, const CheckpointS
 }
 
 FileDigest write_rank_file(const std::filesystem::path& path,
-                     const std::map<std::string, StateGroup>& per_rank, int rank, int world_size,
-                     const DatasetOptions& options) {
+                           const std::map<std::string, StateGroup>& per_rank, int rank,
+                           int world_size, const DatasetOptions& options,
+                           H5ImageBuffer* buffer) {
   for (const auto& [name, group] : per_rank) {
     if (!is_plain_name(name)) bad(path, "per-rank group name '" + name + "' is not a plain name");
   }
-  H5File file = H5File::create(path, data_bytes(per_rank));
+  H5File file = H5File::create(path, data_bytes(per_rank), buffer);
   H5Group root = file.root();
   write_root_attributes(root, world_size);
   root.write_int64_attribute("rank", rank);

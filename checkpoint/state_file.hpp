@@ -21,13 +21,16 @@ namespace mpitrain::checkpoint {
 std::string mpitrain_version();
 
 // Writes state.h5: `state.replicated`, `state.custom` and `state.config_yaml`. Returns the
-// file's size and XXH3-128 (hashed while writing).
+// file's size and XXH3-128 (hashed while writing). `buffer`, if given, holds the file image
+// (see H5ImageBuffer).
 FileDigest write_state_file(const std::filesystem::path& file, const CheckpointState& state,
-                      int world_size, const DatasetOptions& options = {});
+                            int world_size, const DatasetOptions& options = {},
+                            H5ImageBuffer* buffer = nullptr);
 // Writes rank_<rank>.h5 with the groups of `per_rank`; returns its size and XXH3-128.
 FileDigest write_rank_file(const std::filesystem::path& file,
-                     const std::map<std::string, StateGroup>& per_rank, int rank, int world_size,
-                     const DatasetOptions& options = {});
+                           const std::map<std::string, StateGroup>& per_rank, int rank,
+                           int world_size, const DatasetOptions& options = {},
+                           H5ImageBuffer* buffer = nullptr);
 
 struct StateFileContents {
   std::map<std::string, StateGroup> replicated;

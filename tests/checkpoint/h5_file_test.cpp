@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <cstring>
 #include <string>
+
+#include "mpitrain/checkpoint/file_hash.hpp"
 
 #include "checkpoint_test_util.hpp"
 
@@ -312,6 +315,44 @@ TEST(H5File, RefusesDatasetsWithoutChecksumAndOtherTypes) {
   } catch (const H5Error& e) {
     EXPECT_NE(std::string(e.what()).find("link"), std::string::npos) << e.what();
   }
+}
+
+TEST(H5File, ImageBufferIsReusedWithoutLeakingTheLastFile) {
+  TempDir dir("h5");
+  H5ImageBuffer buffer;
+  // A first file whose every data byte is 0xAB, then a smaller one in the same buffer.
+  nn::Tensor marked({256, 1024});
+  std::memset(marked.data(), 0xAB, marked.numel() * sizeof(float));
+  {
+    H5File file = H5File::create(dir.path() / "first.h5", marked.numel() * sizeof(float), &buffer);
+    EXPECT_TRUE(buffer.in_use());
+    H5Group root = file.root();
+    root.write_tensor("marked", marked);
+    const FileDigest digest = file.close();
+    EXPECT_EQ(digest.bytes, std::filesystem::file_size(dir.path() / "first.h5"));
+    EXPECT_EQ(digest.xxh3_128, hash_file(dir.path() / "first.h5").xxh3_128);
+  }
+  EXPECT_FALSE(buffer.in_use());
+  const void* mapping = buffer.data();
+  {
+    H5File file = H5File::create(dir.path() / "second.h5", 4096, &buffer);
+    EXPECT_EQ(buffer.data(), mapping);  // same pages
+    H5Group root = file.root();
+    root.write_tensor("small", closed_form_tensor({16}, 1.0f));
+    file.close();
+  }
+  const std::string bytes = testing::read_file(dir.path() / "second.h5");
+  EXPECT_EQ(bytes.find(std::string(16, '\xAB')), std::string::npos) << "stale image bytes";
+  H5File file = H5File::open_read_only(dir.path() / "second.h5");
+  EXPECT_EQ(file.root().read_tensor("small")[15], 1.0f + 15.0f / 8.0f);
+  EXPECT_EQ(file.root().child_names(), std::vector<std::string>{"small"});
+  // A file never closed is never written, and gives the buffer back.
+  {
+    H5File abandoned = H5File::create(dir.path() / "abandoned.h5", 0, &buffer);
+    abandoned.root().write_tensor("x", closed_form_tensor({4}, 0.0f));
+  }
+  EXPECT_FALSE(buffer.in_use());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "abandoned.h5"));
 }
 
 }  // namespace
