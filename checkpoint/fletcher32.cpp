@@ -17,43 +17,38 @@ inline std::uint32_t word_at(const unsigned char* p) noexcept {
   return static_cast<std::uint16_t>((w << 8) | (w >> 8));
 }
 
-// Eight 16-bit lanes, and four 32-bit lanes (GCC/Clang vector extensions; 16 bytes, so
-// SSE2 keeps them in registers).
-using Words8 = std::uint16_t __attribute__((vector_size(16)));
-using Sums4 = std::uint32_t __attribute__((vector_size(16)));
+// Four 32-bit lanes (GCC/Clang vector extensions; 16 bytes, so SSE2 keeps them in
+// registers). Loaded from 8 little-endian 16-bit words, lane k holds word 2k in its low half
+// and word 2k + 1 in its high half.
+using Lanes4 = std::uint32_t __attribute__((vector_size(16)));
 
 // Adds `words` 16-bit words at p to (sum1, sum2) as HDF5's inner loop would.
 inline void add_block(const unsigned char* p, std::size_t words, std::uint32_t& sum1,
                       std::uint32_t& sum2) noexcept {
   const std::size_t steps = words / kLanes;
-  const Words8 zero = {};
-  Sums4 s_lo = {};  // lanes 0-3 of each group of 8 words
-  Sums4 s_hi = {};  // lanes 4-7
-  Sums4 b_lo = {};
-  Sums4 b_hi = {};
+  const Lanes4 low_half = {0xffff, 0xffff, 0xffff, 0xffff};
+  const Lanes4 low_bytes = {0x00ff00ff, 0x00ff00ff, 0x00ff00ff, 0x00ff00ff};
+  Lanes4 s_even = {};  // sums of words 0, 2, 4, 6 of each group of 8
+  Lanes4 s_odd = {};   // sums of words 1, 3, 5, 7
+  Lanes4 b_even = {};  // sums of the running sums
+  Lanes4 b_odd = {};
   for (std::size_t j = 0; j < steps; ++j) {
-    Words8 w;
-    std::memcpy(&w, p + 2 * kLanes * j, sizeof w);
-    w = (w << 8) | (w >> 8);  // big-endian words
-    // Zero-extend to 32 bits (little-endian lane order): interleave with zeros.
-    const Words8 lo = __builtin_shufflevector(w, zero, 0, 8, 1, 9, 2, 10, 3, 11);
-    const Words8 hi = __builtin_shufflevector(w, zero, 4, 12, 5, 13, 6, 14, 7, 15);
-    Sums4 x_lo;
-    Sums4 x_hi;
-    std::memcpy(&x_lo, &lo, sizeof x_lo);
-    std::memcpy(&x_hi, &hi, sizeof x_hi);
-    s_lo += x_lo;
-    s_hi += x_hi;
-    b_lo += s_lo;
-    b_hi += s_hi;
+    Lanes4 v;
+    std::memcpy(&v, p + 2 * kLanes * j, sizeof v);
+    // Swap the bytes of both 16-bit halves: the words are big-endian.
+    v = ((v & low_bytes) << 8) | ((v >> 8) & low_bytes);
+    s_even += v & low_half;
+    s_odd += v >> 16;
+    b_even += s_even;
+    b_odd += s_odd;
   }
   const auto counted = static_cast<std::uint32_t>(steps * kLanes);
   std::uint32_t total = 0;
   std::uint32_t weighted = 0;
-  for (std::uint32_t l = 0; l < 4; ++l) {
-    total += s_lo[l] + s_hi[l];
-    weighted += static_cast<std::uint32_t>(kLanes) * (b_lo[l] + b_hi[l]) - l * s_lo[l] -
-                (l + 4) * s_hi[l];
+  for (std::uint32_t k = 0; k < 4; ++k) {
+    total += s_even[k] + s_odd[k];
+    weighted += static_cast<std::uint32_t>(kLanes) * (b_even[k] + b_odd[k]) - 2 * k * s_even[k] -
+                (2 * k + 1) * s_odd[k];
   }
   sum2 += counted * sum1 + weighted;
   sum1 += total;

@@ -353,6 +353,21 @@ TEST_F(CheckpointManagerTest, FailureOnOneRankFailsEveryRankAndLeavesNothingBehi
   EXPECT_EQ(manager.save(make_state(comm_.rank(), 3), comm_).number, 1);
 }
 
+TEST_F(CheckpointManagerTest, UncreatableFolderFailsEveryRank) {
+  // A file where the checkpoints folder should be: creating it fails (as a permission error
+  // would, which root cannot be given) on rank 0, and every rank learns it.
+  SharedTempDir dir(comm_, "blocked");
+  testing::on_rank0(comm_, [&] {
+    fs::create_directories(dir.path() / "run");
+    std::ofstream(dir.path() / "run" / "checkpoints") << "not a folder";
+  });
+  CheckpointManager manager(config(dir.path()), comm_);
+  const std::string msg = error_of([&] { manager.save(make_state(comm_.rank(), 0), comm_); });
+  EXPECT_NE(msg.find("(creating the folder) failed on rank(s) 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("checkpoints"), std::string::npos) << msg;
+  EXPECT_EQ(manager.next_iteration(), 0);
+}
+
 TEST_F(CheckpointManagerTest, TotalLimitKeepsTheNewestByNumber) {
   SharedTempDir dir(comm_, "limit");
   ProjectConfiguration c = config(dir.path());
