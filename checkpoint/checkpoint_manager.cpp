@@ -199,19 +199,10 @@ SaveResult CheckpointManager::save(const CheckpointState& state, const Communica
   next_ = header[0] + 1;
 
   // total_limit: only after the commit, by rank 0; failures are warnings, shared by all.
-  nlohmann::json report = nlohmann::json::object();
   if (comm.rank() == 0 && config_.total_limit) {
-    std::vector<std::string> warnings;
-    std::vector<std::string> removed;
-    for (const fs::path& p : apply_total_limit(header[0], warnings)) removed.push_back(p.string());
-    report["removed"] = removed;
-    report["warnings"] = warnings;
+    result.removed = apply_total_limit(header[0], result.warnings);
   }
-  if (config_.total_limit) {
-    const nlohmann::json shared = nlohmann::json::parse(broadcast_string(comm, report.dump(), 0));
-    for (const auto& p : shared.at("removed")) result.removed.emplace_back(p.get<std::string>());
-    for (const auto& w : shared.at("warnings")) result.warnings.push_back(w.get<std::string>());
-  }
+  share_report(comm, result);
   return result;
 }
 
@@ -220,8 +211,10 @@ SaveResult CheckpointManager::save(const CheckpointState& state, const Communica
   std::int64_t id = 0;
   if (comm.rank() == 0) id = static_cast<std::int64_t>(random_id());
   comm.broadcast(std::span<std::int64_t>(&id, 1), 0);
-  return commit(state, comm, fs::absolute(dir).lexically_normal(), -1,
-                static_cast<std::uint64_t>(id));
+  SaveResult result = commit(state, comm, fs::absolute(dir).lexically_normal(), -1,
+                             static_cast<std::uint64_t>(id));
+  share_report(comm, result);
+  return result;
 }
 
 SaveResult CheckpointManager::commit(const CheckpointState& state, const Communicator& comm,
@@ -296,13 +289,36 @@ SaveResult CheckpointManager::commit(const CheckpointState& state, const Communi
     write_manifest(tmp, manifest);
     fsync_directory(tmp);
     rename_path(tmp, target);
-    fsync_directory(target.parent_path());
   });
 
   SaveResult result;
   result.dir = target;
   result.number = number;
+  // Committed: the folder has its final name. A failed fsync of the parent only means the
+  // rename might not survive a power failure; reporting the save as failed would make the
+  // caller retry into an existing folder, so it is a warning.
+  if (rank == 0) {
+    const std::optional<std::string> error =
+        capture_error([&] { fsync_directory(target.parent_path()); });
+    if (error) result.warnings.push_back("after the commit: " + *error);
+  }
+  comm.barrier();  // the contract's barrier after the commit, before any deletion
   return result;
+}
+
+void CheckpointManager::share_report(const Communicator& comm, SaveResult& result) {
+  nlohmann::json report = nlohmann::json::object();
+  if (comm.rank() == 0) {
+    std::vector<std::string> removed;
+    for (const fs::path& p : result.removed) removed.push_back(p.string());
+    report["removed"] = removed;
+    report["warnings"] = result.warnings;
+  }
+  const nlohmann::json shared = nlohmann::json::parse(broadcast_string(comm, report.dump(), 0));
+  result.removed.clear();
+  result.warnings.clear();
+  for (const auto& p : shared.at("removed")) result.removed.emplace_back(p.get<std::string>());
+  for (const auto& w : shared.at("warnings")) result.warnings.push_back(w.get<std::string>());
 }
 
 std::vector<fs::path> CheckpointManager::apply_total_limit(std::int64_t keep_number,

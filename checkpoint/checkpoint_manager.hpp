@@ -9,7 +9,9 @@
 //   2. rank 0 writes state.h5, every rank r writes rank_<r>.h5, each fsynced;  agree
 //   3. rank 0 hashes the files (XXH3-128; its own two from the bytes it wrote, the other
 //      ranks' by reading them), writes MANIFEST.json and fsyncs it, fsyncs the folder,
-//      renames it to checkpoint_<N>, fsyncs checkpoints/;                      agree
+//      renames it to checkpoint_<N>;                                           agree
+//      then fsyncs checkpoints/ (a failure there is a warning: the checkpoint is committed);
+//      barrier
 //   4. rank 0 deletes the oldest committed checkpoints beyond total_limit (manifest first,
 //      so an interrupted deletion leaves an uncommitted folder, never a broken committed one).
 //   "agree" is an allgather of every rank's outcome: a failure anywhere throws the same
@@ -28,6 +30,12 @@
 // At construction, rank 0 removes abandoned folders of checkpoints/: "checkpoint_<N>.tmp-*"
 // and "checkpoint_<N>" without MANIFEST.json, then all ranks meet in a barrier. Two jobs
 // must not share one project folder.
+//
+// The collective calls use the Communicator passed in directly: call them when no other
+// collective of that communicator is in flight (e.g. the engine's communication stream is
+// drained), on every rank in the same order. Memory: writing builds each file in memory;
+// the manager keeps that buffer (the size of state.h5) between saves, its pages released
+// lazily (H5ImageBuffer).
 
 #include <cstdint>
 #include <filesystem>
@@ -67,7 +75,7 @@ struct SaveResult {
   std::filesystem::path dir;               // the committed folder
   std::int64_t number = -1;                // N of checkpoint_<N>; -1 for an explicit folder
   std::vector<std::filesystem::path> removed;  // deleted by total_limit
-  std::vector<std::string> warnings;       // deletions that failed (the save itself succeeded)
+  std::vector<std::string> warnings;       // after the commit: failed deletions or parent fsync
 };
 
 // The result of a load: new objects, plus access to the registered objects' groups.
@@ -144,6 +152,8 @@ class CheckpointManager {
                     const std::filesystem::path& target, std::int64_t number, std::uint64_t id);
   std::vector<std::filesystem::path> apply_total_limit(std::int64_t keep_number,
                                                        std::vector<std::string>& warnings) const;
+  // Gives every rank rank 0's list of removed folders and warnings.
+  static void share_report(const Communicator& comm, SaveResult& result);
 
   ProjectConfiguration config_;
   // Holds the file image while writing; kept between saves (h5_file.hpp, H5ImageBuffer).

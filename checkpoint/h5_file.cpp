@@ -156,11 +156,13 @@ std::string strip_trailing_nuls(std::string s) {
 // of about chunk_bytes, so that each chunk is one contiguous range of the row-major data.
 // Only a row larger than HDF5's chunk limit (4 GiB) splits later dimensions too.
 std::vector<hsize_t> chunk_dims(const nn::Shape& shape, std::size_t chunk_bytes) {
-  constexpr std::size_t kMaxChunkElements = (std::size_t{1} << 32) / sizeof(float) - 1;
+  // HDF5 stores a filtered chunk's size in 32 bits: data plus the 4-byte checksum < 4 GiB.
+  constexpr std::size_t kMaxChunkElements = (std::size_t{1} << 30) - 2;
   std::vector<hsize_t> chunk(shape.begin(), shape.end());
   std::size_t row = 1;  // elements per unit of the leading dimension
   for (std::size_t j = 1; j < chunk.size(); ++j) row *= chunk[j];
-  const std::size_t target = std::max<std::size_t>(chunk_bytes / sizeof(float), row);
+  const std::size_t target =
+      std::min(std::max<std::size_t>(chunk_bytes / sizeof(float), row), kMaxChunkElements);
   if (row <= kMaxChunkElements) {
     chunk[0] = std::max<std::size_t>(std::min<std::size_t>(target / row, shape[0]), 1);
     return chunk;
