@@ -185,6 +185,10 @@ std::optional<fs::path> CheckpointManager::latest() const {
   return all.back().dir;
 }
 
+Manifest CheckpointManager::verify(const fs::path& dir) const {
+  return verify_checkpoint(fs::absolute(dir).lexically_normal());
+}
+
 SaveResult CheckpointManager::save(const CheckpointState& state, const Communicator& comm) {
   if (!config_.automatic_checkpoint_naming) {
     throw std::logic_error(

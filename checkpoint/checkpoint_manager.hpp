@@ -140,6 +140,9 @@ class CheckpointManager {
   std::vector<CheckpointInfo> list() const;
   // Returns the highest-numbered committed checkpoint, if any.
   std::optional<std::filesystem::path> latest() const;
+  // Returns the manifest of `dir` after checking every file's size and XXH3-128 against it
+  // (verify_checkpoint; local, no HDF5). Throws CheckpointError naming the damaged file.
+  Manifest verify(const std::filesystem::path& dir) const;
 
   // Collective: verifies and reads checkpoint folder `dir` (relative to the current
   // directory). All-or-nothing: throws on every rank if anything is wrong anywhere.

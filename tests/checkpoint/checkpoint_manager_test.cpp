@@ -100,6 +100,7 @@ TEST_F(CheckpointManagerTest, SaveLoadRoundTripWithRegisteredObject) {
   EXPECT_EQ(saved.dir, dir.path() / "run" / "checkpoints" / "checkpoint_0");
   EXPECT_EQ(manager.latest(), saved.dir);
   EXPECT_EQ(manager.next_iteration(), 1);
+  EXPECT_EQ(manager.verify(saved.dir).world_size, comm_.size());
 
   const LoadedCheckpoint loaded = manager.load_latest(comm_);
   CheckpointState expected = make_state(comm_.rank(), 5);
