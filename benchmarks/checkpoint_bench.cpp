@@ -1,7 +1,11 @@
 // checkpoint_bench: save and load bandwidth of CheckpointManager next to the raw bandwidth of
 // the same folder, measured in the same run.
 //
-//   mpirun -np 1 checkpoint_bench [--params 50M] [--dir PATH] [--iters 3] [--json FILE]
+//   mpirun -np 1 checkpoint_bench [--params 50M] [--dir PATH] [--iters 3] [--chunk-mib 4]
+//                                 [--json FILE]
+//
+// Times are rank 0's. At more ranks, rank 0 still writes all of state.h5 (the raw rows are
+// rank 0's alone), while every rank reads state.h5 when loading.
 //
 // The state is a model of --params fp32 parameters (three square layers plus biases, torch
 // names) with AdamW's exp_avg and exp_avg_sq: 3 x params floats. Rows (GB/s = payload bytes,
@@ -210,13 +214,16 @@ int main(int argc, char** argv) {
         alloc{"  allocate tensors"}, read{"  HDF5 read (warm)"},
         load_no_alloc{"load - allocate"};
     std::vector<char> buffer(std::size_t{8} << 20);
-    const fs::path raw_file = dir / ("raw_" + std::to_string(comm.rank()) + ".bin");
+    const fs::path raw_file = dir / "raw.bin";
     for (int it = 0; it < iters; ++it) {
+      // Raw I/O by rank 0 alone: it is the rank that writes state.h5.
       comm.barrier();
-      raw_w.add(raw_write(raw_file, bench.tensors));
-      drop_cache(raw_file);
-      raw_r.add(raw_read(raw_file, buffer));
-      fs::remove(raw_file);
+      if (comm.rank() == 0) {
+        raw_w.add(raw_write(raw_file, bench.tensors));
+        drop_cache(raw_file);
+        raw_r.add(raw_read(raw_file, buffer));
+        fs::remove(raw_file);
+      }
 
       comm.barrier();
       auto start = Clock::now();

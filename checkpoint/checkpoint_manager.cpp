@@ -230,8 +230,8 @@ SaveResult CheckpointManager::commit(const CheckpointState& state, const Communi
                                                std::string(kTempMarker) + hex64(id));
   const std::string what = "saving checkpoint '" + target.string() + "'";
 
-  // Runs `step` (on the ranks that pass a non-null one), agrees, and on failure lets rank 0
-  // remove the temporary folder before every rank throws.
+  // Runs `step` on every rank (rank 0's steps return at once elsewhere), agrees on the
+  // outcome, and on failure lets rank 0 remove the temporary folder before every rank throws.
   const auto phase = [&](std::string_view name, const auto& step) {
     const std::optional<std::string> error = capture_error(step);
     try {
