@@ -7,10 +7,10 @@
 //
 // Sizes double from --min-bytes to --max-bytes; `size` is the payload as sent (the whole
 // buffer: allreduce and broadcast buffer, reduce_scatter input, allgather output). For each
-// size every algorithm runs the same number of iterations (by default about 0.75 s worth of
-// the MPI baseline, from a timed probe), and the algorithms take turns in blocks of about
-// 100 us (mpi, default, ring, then the reverse order, ...), so that the noise of a shared
-// machine hits them alike. The plain MPI call (`mpi`) is always measured: vs_mpi divides
+// size every algorithm runs the same number of iterations, and the algorithms take turns in
+// blocks of about 100 us (mpi default ring, default ring mpi, ring mpi default, ...), so that
+// the noise of a shared machine hits them alike. Without --iters the run goes on until every mean is
+// known to 1% (standard error over the blocks), between 0.25 and 2.5 s per algorithm. The plain MPI call (`mpi`) is always measured: vs_mpi divides
 // every row's busbw by its busbw. Time per iteration is the mean over the iterations, maximum
 // over ranks; algbw = size / time; busbw = algbw * factor (allreduce 2(n-1)/n,
 // reduce_scatter and allgather (n-1)/n, broadcast 1).
@@ -174,16 +174,43 @@ struct Row {
   double vs_mpi = 0;
 };
 
-// Default run length per size and algorithm, from the probe: about 0.75 s, at least 5 and at
-// most 200000 iterations, so that `--algo all` from 1K to 256M (19 sizes, 3 algorithms)
-// measures for about a minute however fast the machine is.
-constexpr double kTargetSeconds = 0.75;
+// Default run length per size and algorithm: the algorithms take turns until every mean is
+// known to kTargetRelError (standard error of the mean over blocks, on every rank), after at
+// least kMinSeconds and kMinIters, and at most kMaxSeconds or kMaxIters. On a quiet machine
+// `--algo all` from 1K to 256M (19 sizes, 3 algorithms) takes well under a minute; under
+// load each size takes longer, up to 3 x kMaxSeconds.
+constexpr double kTargetRelError = 0.01;
+constexpr double kMinSeconds = 0.25;
+constexpr double kMaxSeconds = 2.5;
 constexpr int kMinIters = 5;
-constexpr int kMaxIters = 200000;
+constexpr int kMaxIters = 1000000;
 constexpr int kProbeIters = 3;
+// Seconds between checks of the stopping rule (each check is one small allreduce), as
+// estimated from the probe.
+constexpr double kCheckSeconds = 0.05;
 // Length of one interleaved block of iterations of one algorithm: short, so that a burst of
 // load on the (shared, 2-core) machine falls on every algorithm alike.
 constexpr double kBlockSeconds = 1e-4;
+
+// Block times of one algorithm: their sum, and what the standard error needs.
+struct BlockStats {
+  double seconds = 0;
+  double sum_sq = 0;  // of per-iteration times, one per block
+  int blocks = 0;
+  void add(double block_seconds, int iters) {
+    seconds += block_seconds;
+    const double per_iter = block_seconds / iters;
+    sum_sq += per_iter * per_iter;
+    ++blocks;
+  }
+  // Returns the standard error of the mean per-iteration time, relative to that mean.
+  double rel_error(int iters_per_block) const {
+    if (blocks < 2) return 1.0;
+    const double mean = seconds / iters_per_block / blocks;
+    const double var = std::max(0.0, (sum_sq - blocks * mean * mean) / (blocks - 1));
+    return std::sqrt(var / blocks) / mean;
+  }
+};
 
 class Bench {
  public:
@@ -203,8 +230,7 @@ class Bench {
     allocate_and_fill();
 
     // Warm-up (pages touched, connections set up), then a probe of the MPI baseline: its
-    // time per call, maximum over ranks (so every rank sizes the run alike), sets the
-    // iterations (about kTargetSeconds per algorithm) and the block length (kBlockSeconds).
+    // time per call, maximum over ranks (so every rank decides alike), sets the block length.
     for (const Algo& a : algos_) {
       for (int k = 0; k < (warmup >= 0 ? warmup : 2); ++k) execute(a);
     }
@@ -213,24 +239,42 @@ class Bench {
     for (int k = 0; k < kProbeIters; ++k) execute(algos_.front());
     const double probe = std::max(
         1e-7, comm_.allreduce_value(seconds_since(p0), ReduceOp::max) / kProbeIters);
-    if (iters <= 0) {
-      iters = static_cast<int>(std::clamp(kTargetSeconds / probe, double{kMinIters}, double{kMaxIters}));
-    }
-    const int block = static_cast<int>(std::clamp(kBlockSeconds / probe, 1.0, static_cast<double>(iters)));
+    const int block = iters > 0 ? static_cast<int>(std::clamp(kBlockSeconds / probe, 1.0, double(iters)))
+                                : static_cast<int>(std::max(1.0, kBlockSeconds / probe));
 
-    // Interleave: blocks of `block` iterations per algorithm, the order of the algorithms
-    // reversed every round (mpi, default, ring, ring, default, mpi, ...).
-    std::vector<double> seconds(algos_.size(), 0.0);
-    for (int done = 0, round = 0; done < iters; done += block, ++round) {
-      const int block_iters = std::min(block, iters - done);
+    // Interleave: blocks of `block` iterations per algorithm, the order rotated every round
+    // (mpi default ring, default ring mpi, ring mpi default, ...), so that every algorithm
+    // takes every position and follows every other one equally often. With --iters the
+    // count is fixed; otherwise the ranks agree every kCheckSeconds whether to go on.
+    // The check happens every `check_rounds` rounds, a number every rank derives from the
+    // agreed probe: ranks must not decide on their own clocks when to enter the allreduce.
+    const double round_seconds = probe * block * static_cast<double>(algos_.size());
+    const int check_rounds = static_cast<int>(std::max(1.0, kCheckSeconds / round_seconds));
+    std::vector<BlockStats> stats(algos_.size());
+    const auto start = std::chrono::steady_clock::now();
+    int done = 0;
+    for (int round = 0;; ++round) {
+      if (iters > 0 && done >= iters) break;
+      const int block_iters = iters > 0 ? std::min(block, iters - done) : block;
       for (std::size_t j = 0; j < algos_.size(); ++j) {
-        const std::size_t a = round % 2 == 0 ? j : algos_.size() - 1 - j;
+        const std::size_t a = (j + static_cast<std::size_t>(round)) % algos_.size();
         comm_.barrier();
         const auto t0 = std::chrono::steady_clock::now();
         for (int k = 0; k < block_iters; ++k) execute(algos_[a]);
-        seconds[a] += seconds_since(t0);
+        stats[a].add(seconds_since(t0), block_iters);
       }
+      done += block_iters;
+      if (iters > 0 || (round + 1) % check_rounds != 0) continue;
+      const double per_algo = seconds_since(start) / static_cast<double>(algos_.size());
+      double worst = 0;
+      for (const BlockStats& st : stats) worst = std::max(worst, st.rel_error(block));
+      const bool more = per_algo < kMinSeconds || done < kMinIters ||
+                        (worst > kTargetRelError && per_algo < kMaxSeconds && done < kMaxIters);
+      if (comm_.allreduce_value(more ? 1 : 0, ReduceOp::max) == 0) break;
     }
+    iters = done;
+    std::vector<double> seconds(algos_.size());
+    for (std::size_t a = 0; a < algos_.size(); ++a) seconds[a] = stats[a].seconds;
 
     std::vector<Row> rows;
     const double factor = bus_factor();
@@ -384,6 +428,14 @@ int run(const Communicator& comm, const Options& opt) {
     std::printf("# collective_bench: %s, %s, %d ranks on %d node(s)\n", opt.op.c_str(),
                 opt.dtype.c_str(), comm.size(), comm.node_count());
     std::printf("# %s\n", MpiRuntime::library_version().substr(0, 60).c_str());
+    if (opt.iters > 0) {
+      std::printf("# %d iterations per size and algorithm, interleaved in ~100 us blocks\n",
+                  opt.iters);
+    } else {
+      std::printf("# iterations: interleaved in ~100 us blocks until every mean time is known "
+                  "to %.0f%% (%.2f-%.1f s per algorithm and size)\n",
+                  100 * kTargetRelError, kMinSeconds, kMaxSeconds);
+    }
     std::printf("#\n# %10s %12s %6s %6s %8s %12s %8s %8s %7s %7s\n", "size", "count", "type",
                 "redop", "algo", "time_us", "algbw", "busbw", "#wrong", "vs_mpi");
     std::printf("# %10s %12s %6s %6s %8s %12s %8s %8s %7s %7s\n", "(B)", "(elements)", "", "",
@@ -466,7 +518,7 @@ int main(int argc, char** argv) {
   app.add_option("--algo", opt.algo, "algorithm name (allreduce: default, mpi, ring) or all");
   app.add_option("--min-bytes", opt.min_bytes, "smallest payload, e.g. 1K");
   app.add_option("--max-bytes", opt.max_bytes, "largest payload, e.g. 256M");
-  app.add_option("--iters", opt.iters, "iterations per size and algorithm (default: about 0.75 s worth)");
+  app.add_option("--iters", opt.iters, "iterations per size and algorithm (default: until the means are known to 1%)");
   app.add_option("--warmup", opt.warmup, "warm-up iterations per algorithm (default: 2)");
   app.add_flag("--check", opt.check, "verify results against closed-form values");
   app.add_option("--json", opt.json, "also write the rows as JSON to FILE");
