@@ -21,6 +21,8 @@
 //     verify      verify_checkpoint after DONTNEED (sizes, then XXH3-128 of every byte)
 //     allocate    constructing the loaded tensors (nn::Tensor zero-fills new memory)
 //     HDF5 read   read_state_file with the files in the page cache (includes allocate)
+//   raw read, new memory   the same cold read into one new zero-initialised buffer of the
+//                 file's size: the least any loader returning new memory does
 //   load - allocate   the cold load without the cost of new memory, against raw read
 // DONTNEED drops clean pages of a file from this machine's page cache; storage below it (a
 // virtual disk's host cache, a RAID controller) may still answer from its own cache, so the
@@ -163,6 +165,24 @@ double raw_read(const fs::path& file) {
   return seconds_since(start);
 }
 
+// Returns seconds to read the whole file into one new, zero-initialised buffer of its size
+// (what any loader that returns new memory does at least).
+double raw_read_new(const fs::path& file) {
+  const auto start = Clock::now();
+  std::vector<char> all(fs::file_size(file));
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("open " + file.string());
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  constexpr std::size_t kBlock = std::size_t{8} << 20;
+  for (std::size_t got = 0; got < all.size();) {
+    const ssize_t n = ::read(fd, all.data() + got, std::min(kBlock, all.size() - got));
+    if (n <= 0) throw std::runtime_error("read " + file.string());
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return seconds_since(start);
+}
+
 // Returns seconds to construct new tensors of the given shapes (what loading allocates).
 double allocate(const std::vector<nn::Tensor>& like) {
   const auto start = Clock::now();
@@ -216,6 +236,7 @@ int main(int argc, char** argv) {
     Row raw_w{"raw write + fsync"}, raw_r{"raw read (cold)"}, save{"save"},
         load_cold{"load (cold)"}, load_warm{"load (warm)"}, verify{"  verify (cold)"},
         alloc{"  allocate tensors"}, read{"  HDF5 read (warm)"},
+        raw_new{"raw read, new memory"},
         load_no_alloc{"load - allocate"};
     const fs::path raw_file = dir / "raw.bin";
     for (int it = 0; it < iters; ++it) {
@@ -255,6 +276,9 @@ int main(int argc, char** argv) {
       drop_cache_dir(saved.dir);
       comm.barrier();
       if (comm.rank() == 0) raw_r.add(raw_read(saved.dir / "state.h5"));
+      drop_cache_dir(saved.dir);
+      comm.barrier();
+      if (comm.rank() == 0) raw_new.add(raw_read_new(saved.dir / "state.h5"));
       start = Clock::now();
       {
         const H5File file = H5File::open_read_only(saved.dir / "state.h5");
@@ -283,6 +307,7 @@ int main(int argc, char** argv) {
       print(raw_w, nullptr);
       print(save, &raw_w);
       print(raw_r, nullptr);
+      print(raw_new, &raw_r);
       print(load_cold, &raw_r);
       print(verify, &raw_r);
       print(alloc, &raw_r);

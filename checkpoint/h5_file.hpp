@@ -175,7 +175,8 @@ class H5ImageBuffer {
   H5ImageBuffer(const H5ImageBuffer&) = delete;
   H5ImageBuffer& operator=(const H5ImageBuffer&) = delete;
 
-  // Returns at least `bytes` zeroed bytes (the previous content is discarded).
+  // Returns at least `bytes` bytes; reused ones still hold the previous content (HDF5's core
+  // driver zeroes what it allocates).
   void* acquire(std::size_t bytes);
   // Returns the region grown to at least `bytes`, content preserved (it may move).
   void* grow(std::size_t bytes);

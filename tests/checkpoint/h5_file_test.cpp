@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -339,6 +340,10 @@ TEST(H5File, ImageBufferIsReusedWithoutLeakingTheLastFile) {
     EXPECT_EQ(buffer.data(), mapping);  // same pages
     H5Group root = file.root();
     root.write_tensor("small", closed_form_tensor({16}, 1.0f));
+    // HDF5 zeroed all it allocated, which covers where the first file's data was.
+    const auto* bytes = static_cast<const char*>(buffer.data());
+    const std::string_view image(bytes, std::min<std::size_t>(buffer.capacity(), 2u << 20));
+    EXPECT_EQ(image.find(std::string(16, '\xAB')), std::string_view::npos);
     file.close();
   }
   const std::string bytes = testing::read_file(dir.path() / "second.h5");
