@@ -46,9 +46,10 @@ struct Fp16 {
 
 // ---- explicit AVX2/F16C kernels for the hot 16-bit paths --------------------------------
 // GCC does not turn the scalar f16 conversions into F16C instructions, and the bf16 rounding
-// vectorizes poorly, so the sums, the averaging step and the conversions have hand-written
-// 8-lane versions. They give results bit-identical to the scalar helpers above (same
-// round-to-nearest-even, same NaN quieting); the loops handle a scalar tail.
+// vectorizes poorly, so the sums, the averaging step and the divided narrowing have
+// hand-written 8-lane versions (16 lanes per store where the packing allows). They give
+// results bit-identical to the scalar helpers above (same round-to-nearest-even, NaN stays a
+// quiet NaN); the loops finish with a scalar tail.
 #ifdef MPITRAIN_HAVE_AVX2_PATH
 #define MPITRAIN_AVX2 __attribute__((target("avx2,f16c,fma")))
 
@@ -114,7 +115,7 @@ struct Fp16x8 {
 };
 
 // out[i] = round((a[i] + b[i]) / divisor); divisor 1 skips the division. out may equal b:
-// each 8-lane block is loaded before it is stored.
+// each block of 16 (or 8) lanes is loaded before it is stored.
 template <class V>
 MPITRAIN_AVX2 void avx_sum(std::uint16_t* out, const std::uint16_t* a, const std::uint16_t* b,
                            std::size_t n, int divisor) noexcept {
