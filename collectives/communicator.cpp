@@ -14,9 +14,8 @@
 //     and MPI below. Measured at 2 ranks, the algorithms interleaved as collective_bench
 //     does (Open MPI 4.1.4, vader/CMA, 2-core AMD EPYC VM; `collective_bench --dtype bf16
 //     --algo all` shows the sums). Ring time / MPI time for bf16 and f16 sums: 1.1-2.1 at
-//     1-8 KiB; about 0.5-0.95 from 16 KiB to 1 MiB; 0.9-1.1 at 2-4 MiB (Open MPI's plain ring
-//     for one rank pair is as good there); 0.35-0.7 from 8 MiB up, where Open MPI switches to
-//     its segmented ring. For averages: 1.35 at 1 KiB, 0.2-0.86 from 2 KiB up. The ring's
+//     1-8 KiB; about 0.5-0.95 from 16 KiB to 1 MiB; 0.9-1.1 at 2-4 MiB; 0.35-0.7 from 8 MiB
+//     up. For averages: 1.35 at 1 KiB, 0.2-0.86 from 2 KiB up. The ring's
 //     latency grows with its 2(n-1) steps, hence the factor size() - 1 (a heuristic: only 2
 //     ranks could be measured on one 2-core node). One rank runs MPI always.
 //
