@@ -5,9 +5,9 @@
 //     caller's buffers (no copy, no extra call), so the engine's default is plain MPI.
 //   - bf16, f16: MPI has no such types. MPI_Allreduce with our user ops (MPI_UINT16_T data,
 //     fp32 combine, one rounding per combine) has the lower latency for small buffers (one
-//     exchange at 2 ranks against the ring's two), but Open MPI runs user ops through its
-//     generic path; the ring (ring_allreduce.cpp) moves the same 16-bit data with AVX2/F16C
-//     combines fused into the receive. The default runs the ring from
+//     exchange at 2 ranks against the ring's two); the ring (ring_allreduce.cpp), moving the
+//     same 16-bit data with AVX2/F16C combines fused into the receive, is faster for larger
+//     ones. The default runs the ring from
 //       kHalfRingMinBytes * (size() - 1)      bytes as sent, for sum, max and min,
 //       kHalfAvgRingMinBytes * (size() - 1)   for avg (MPI's path must stage fp32 to divide
 //                                             before the final rounding: twice the traffic),
@@ -15,9 +15,9 @@
 //     does (Open MPI 4.1.4, vader/CMA, 2-core AMD EPYC VM; `collective_bench --dtype bf16
 //     --algo all` shows the sums). Ring time / MPI time for bf16 and f16 sums: 1.1-2.1 at
 //     1-8 KiB; about 0.5-0.95 from 16 KiB to 1 MiB; 0.9-1.1 at 2-4 MiB; 0.35-0.7 from 8 MiB
-//     up. For averages: 1.35 at 1 KiB, 0.2-0.86 from 2 KiB up. The ring's
-//     latency grows with its 2(n-1) steps, hence the factor size() - 1 (a heuristic: only 2
-//     ranks could be measured on one 2-core node). One rank runs MPI always.
+//     up. For averages: 1.35 at 1 KiB, 0.2-0.86 from 2 KiB up. The ring's latency grows with
+//     its 2(n-1) steps, hence the factor size() - 1 (a heuristic: only 2 ranks could be
+//     measured on one 2-core node). One rank runs MPI always.
 //
 // Splitting: every call hands MPI at most max_call_count() elements (INT_MAX unless lowered).
 // allreduce and broadcast loop over pieces; reduce_scatter, allgather, allgatherv and gather,
