@@ -14,10 +14,12 @@
 //     and MPI below. Measured at 2 ranks, the algorithms interleaved as collective_bench
 //     does (Open MPI 4.1.4, vader/CMA, 2-core AMD EPYC VM; `collective_bench --dtype bf16
 //     --algo all` shows the sums). Ring time / MPI time for bf16 and f16 sums: 1.1-2.1 at
-//     1-8 KiB; about 0.5-0.95 from 16 KiB to 1 MiB; 0.9-1.1 at 2-4 MiB; 0.35-0.7 from 8 MiB
-//     up. For averages: 1.35 at 1 KiB, 0.2-0.86 from 2 KiB up. The ring's latency grows with
-//     its 2(n-1) steps, hence the factor size() - 1 (a heuristic: only 2 ranks could be
-//     measured on one 2-core node). One rank runs MPI always.
+//     1-8 KiB; 0.5-0.95 from 16 KiB to 1 MiB; 1.03-1.2 at 2-4 MiB; 0.35-0.7 from 8 MiB up.
+//     For averages: 1.35 at 1 KiB, 0.2-0.86 from 2 KiB up. The rule keeps one threshold
+//     rather than carving out the 2-4 MiB band where MPI is a little faster on this machine:
+//     the band's position depends on the machine, the ring's advantages elsewhere do not. The
+//     ring's latency grows with its 2(n-1) steps, hence the factor size() - 1 (a heuristic:
+//     only 2 ranks could be measured on one 2-core node). One rank runs MPI always.
 //
 // Splitting: every call hands MPI at most max_call_count() elements (INT_MAX unless lowered).
 // allreduce and broadcast loop over pieces; reduce_scatter, allgather, allgatherv and gather,
