@@ -7,7 +7,8 @@
 Top level: exactly {"op", "world_size", "rows"}; every row exactly {"size", "count", "type",
 "redop", "algo", "time_us", "algbw", "busbw", "wrong", "vs_mpi"}; sizes double from min to
 max with one row per algorithm each; size = count * element bytes; algbw = size / time;
-busbw = algbw * the op's factor; vs_mpi = busbw / busbw of the mpi row of the same size.
+busbw = algbw * the op's factor; vs_mpi = busbw / busbw of the mpi row of the same size;
+wrong = 0 (the file must come from a --check run; without --check "wrong" is null).
 """
 import argparse
 import json
