@@ -3,6 +3,7 @@
 //   mpirun -np N train_bench [--steps N] [--warmup N] [--repeats R] [--model small|large|all]
 //                            [--overlap on|off|both] [--optimizer adamw|sgd]
 //                            [--bucket-cap-mb MB] [--first-bucket-mb MB] [--blas-threads T]
+//                            [--grad-comm-dtype f32|bf16|f16] [--algo default|mpi|ring]
 //                            [--json FILE]
 //
 // Models: MLP 784-256-256-10 at batch 64 per rank ("small") and 784-1024-1024-10 at batch 128
@@ -128,6 +129,7 @@ struct Options {
   double bucket_cap_mb = EngineConfig{}.bucket_cap_mb;
   double first_bucket_mb = EngineConfig{}.first_bucket_mb;
   DType grad_comm_dtype = DType::f32;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::default_;
 };
 
 // One model trained by an engine with one overlap setting, and its timings.
@@ -161,6 +163,7 @@ std::vector<Row> run(const Communicator& comm, const Model& m, const std::vector
     config.bucket_cap_mb = opts.bucket_cap_mb;
     config.first_bucket_mb = opts.first_bucket_mb;
     config.grad_comm_dtype = opts.grad_comm_dtype;
+    config.allreduce_algorithm = opts.algorithm;
     t.engine = std::make_unique<Engine>(config, comm);
     t.engine->prepare(t.model, *t.optimizer);
   }
@@ -249,6 +252,8 @@ int main(int argc, char** argv) {
     std::string comm_dtype = "f32";
     app.add_option("--grad-comm-dtype", comm_dtype, "f32 | bf16 | f16 on the wire")
         ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+    std::string algo = "default";
+    app.add_option("--algo", algo, "allreduce algorithm: default | mpi | ring");
     app.add_option("--blas-threads", blas, "BLAS threads per rank (0: cores / ranks on node)");
     app.add_option("--json", json_path, "also write the rows as JSON");
     try {
@@ -258,6 +263,7 @@ int main(int argc, char** argv) {
     }
 
     opts.grad_comm_dtype = parse_dtype(comm_dtype);
+    opts.algorithm = parse_allreduce_algorithm(algo);
     const std::size_t threads =
         blas > 0 ? blas : nn::default_blas_threads(static_cast<std::size_t>(comm.local_size()));
     nn::set_blas_threads(threads);
@@ -271,10 +277,11 @@ int main(int argc, char** argv) {
 
     if (comm.rank() == 0) {
       std::printf("# train_bench: %d rank(s) on %d node(s), %zu BLAS thread(s) per rank, %s, "
-                  "buckets %g MiB (first %g), gradients as %s, %zu x %zu timed steps\n",
+                  "buckets %g MiB (first %g), gradients as %s (%s), %zu x %zu timed steps\n",
                   comm.size(), comm.node_count(), threads, opts.optimizer.c_str(),
                   opts.bucket_cap_mb, opts.first_bucket_mb,
-                  std::string(to_string(opts.grad_comm_dtype)).c_str(), opts.repeats, opts.steps);
+                  std::string(to_string(opts.grad_comm_dtype)).c_str(),
+                  std::string(to_string(opts.algorithm)).c_str(), opts.repeats, opts.steps);
       std::printf("%-18s %6s %8s %8s %9s %11s %11s %11s %12s %9s\n", "model", "batch", "overlap",
                   "buckets", "step_ms", "samples/s", "compute_ms", "exposed_ms", "overhead_ms",
                   "overhead%");

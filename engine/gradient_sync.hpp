@@ -17,9 +17,10 @@
 // - A bucket is launched on the CommStream as soon as the last of its gradients is ready
 //   (mark_ready, called from the model's grad-ready hook), in bucket order: when bucket k+1
 //   is ready before bucket k, it waits for k, so every rank issues the same collectives in
-//   the same order whatever order its backward reports. With overlap off the same buckets
-//   are reduced on the calling thread after backward: same collectives, same results, bit
-//   for bit.
+//   the same order whatever order its backward reports. finish() waits for the launched
+//   buckets, then reduces the ones still waiting (unused parameters, or the last bucket,
+//   completed by the last gradient) on the calling thread, as overlap off does with every
+//   bucket: same collectives, same results, bit for bit.
 // - Unused parameters (no mark_ready during a synchronising backward) are detected in
 //   finish(). Their slots hold whatever was accumulated since zero_grad (zero when the
 //   parameter took no part in any micro-step) and are reduced with their bucket, so ranks
