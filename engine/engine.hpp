@@ -90,7 +90,8 @@ struct ExternalParameter {
 // Timing of the last synchronising backward, for benchmarks and logs.
 struct BackwardTimings {
   double backward_seconds = 0.0;  // the whole backward() call
-  double comm_wait_seconds = 0.0; // of which waiting for reductions after backward ("exposed")
+  // Exposed communication: from the model's last gradient until all reductions completed.
+  double comm_wait_seconds = 0.0;
   std::size_t buckets = 0;
   std::size_t buckets_launched_early = 0;
 };

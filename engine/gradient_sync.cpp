@@ -145,6 +145,7 @@ void GradientSync::begin_sync() {
   if (!buckets_.empty()) storage_[unused_slot_] = 0.0f;
   next_launch_ = 0;
   launched_early_ = 0;
+  any_ready_ = false;
   in_sync_ = true;
 }
 
@@ -171,6 +172,8 @@ void GradientSync::mark_ready(std::size_t index) {
                            "be in flight)");
   }
   ready_[index] = 1;
+  last_ready_ = std::chrono::steady_clock::now();
+  any_ready_ = true;
   bind(index);
   const std::size_t b = params_[index].bucket;
   if (--pending_[b] == 0 && options_.overlap && comm_.size() > 1) launch_ready_buckets();
@@ -222,7 +225,10 @@ SyncReport GradientSync::finish() {
     ready_[k] = 1;
     --pending_[params_[k].bucket];
   }
-  const auto start = std::chrono::steady_clock::now();
+  // Exposed communication starts when backward produced its last gradient: on a core shared
+  // with the communication thread, the caller may not even run between that moment and this
+  // call (the woken worker preempts it), so finish()'s own waiting would miss that time.
+  const auto start = any_ready_ ? last_ready_ : std::chrono::steady_clock::now();
   try {
     if (comm_.size() > 1 && !buckets_.empty()) {
       if (report.unused_local > 0 && next_launch_ == buckets_.size()) {

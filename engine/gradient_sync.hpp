@@ -34,6 +34,7 @@
 // for bf16/f16 one conversion pass each way (on the communication thread); O(P / 16) pointer
 // checks. No collective at all outside begin_sync()/finish(), and none on one rank.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -70,7 +71,9 @@ struct SyncedParameter {
 
 // What one synchronisation did, for logs and benchmarks.
 struct SyncReport {
-  double wait_seconds = 0.0;          // time finish() spent waiting for reductions
+  // Exposed communication: from the last gradient reported ready (or finish(), if none was)
+  // until every reduction completed.
+  double wait_seconds = 0.0;
   std::size_t buckets_launched_early = 0;  // launched from mark_ready, before finish()
   std::size_t unused_local = 0;       // parameters of this rank without a gradient
   std::size_t ranks_with_unused = 0;  // ranks with unused_local > 0 (all ranks agree)
@@ -166,6 +169,8 @@ class GradientSync {
   std::size_t next_launch_ = 0;
   bool has_external_ = false;
   std::size_t launched_early_ = 0;
+  bool any_ready_ = false;
+  std::chrono::steady_clock::time_point last_ready_;  // of the last mark_ready() this sync
 };
 
 }  // namespace mpitrain
