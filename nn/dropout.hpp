@@ -29,6 +29,8 @@ class Dropout : public Module {
   void forward_into(const Tensor& x, Tensor& out) override;
   void backward_into(const Tensor& grad_out, Tensor& grad_in) override;
 
+  std::vector<std::pair<std::string, Rng*>> random_streams() override { return {{"", &rng_}}; }
+
   float p() const noexcept { return p_; }
   // Replaces the random stream (e.g. Rng(seed).split(rank)).
   void set_rng(Rng rng) noexcept { rng_ = rng; }

@@ -18,9 +18,11 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpitrain/nn/parameter.hpp"
+#include "mpitrain/nn/rng.hpp"
 #include "mpitrain/nn/tensor.hpp"
 #include "mpitrain/precision/precision_mode.hpp"
 
@@ -49,6 +51,10 @@ class Module {
 
   // Returns the parameters in registration order, with their full state_dict() names.
   virtual std::vector<Parameter*> parameters() { return {}; }
+  // Returns the random streams of this module and its children, each named by its module
+  // path ("" for this module itself, "3" for child 3 of a Sequential, "1.3" nested), so that
+  // a checkpoint can store them and a resumed run draws the same dropout masks.
+  virtual std::vector<std::pair<std::string, Rng*>> random_streams() { return {}; }
 
   // Called with each parameter when its gradient is final; empty hook = no call.
   virtual void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }

@@ -78,6 +78,16 @@ std::vector<Parameter*> Sequential::parameters() {
   return all;
 }
 
+std::vector<std::pair<std::string, Rng*>> Sequential::random_streams() {
+  std::vector<std::pair<std::string, Rng*>> all;
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    for (auto& [path, rng] : children_[i]->random_streams()) {
+      all.emplace_back(path.empty() ? std::to_string(i) : std::to_string(i) + "." + path, rng);
+    }
+  }
+  return all;
+}
+
 void Sequential::set_grad_ready_hook(GradReadyHook hook) {
   grad_ready_ = std::move(hook);
   for (auto& child : children_) child->set_grad_ready_hook(grad_ready_);

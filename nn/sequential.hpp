@@ -43,6 +43,7 @@ class Sequential : public Module {
   void forward_into(const Tensor& x, Tensor& out) override;
   void backward_into(const Tensor& grad_out, Tensor& grad_in) override;
   std::vector<Parameter*> parameters() override;
+  std::vector<std::pair<std::string, Rng*>> random_streams() override;
   void set_grad_ready_hook(GradReadyHook hook) override;
   void train(bool on) override;
   void set_precision(Precision p) override;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,25 @@ TEST(Sequential, PropagatesModePrecisionAndInputGradientFlag) {
   EXPECT_TRUE(model[1].requires_input_grad());
   model.forward(testing::random_tensor({2, 3}, rng));
   EXPECT_TRUE(model.backward(testing::random_tensor({2, 3}, rng)).empty());
+}
+
+// random_streams() names each Dropout by its module path, nested paths joined by dots, and
+// hands out the layer's own stream (restoring it restores the masks).
+TEST(Sequential, RandomStreamsAreNamedByModulePath) {
+  Sequential model;
+  model.emplace<Linear>(3, 3);
+  auto& first = model.emplace<Dropout>(0.5f, 7, 1);
+  auto inner = std::make_unique<Sequential>();
+  inner->emplace<ReLU>();
+  auto& second = inner->emplace<Dropout>(0.25f, 7, 2);
+  model.add(std::move(inner));
+  const auto streams = model.random_streams();
+  ASSERT_EQ(streams.size(), 2u);
+  EXPECT_EQ(streams[0].first, "1");
+  EXPECT_EQ(streams[0].second, &first.rng());
+  EXPECT_EQ(streams[1].first, "2.1");
+  EXPECT_EQ(streams[1].second, &second.rng());
+  EXPECT_TRUE(Linear(2, 2).random_streams().empty());
 }
 
 // The whole nested model against central differences (piecewise smooth; inputs chosen by
