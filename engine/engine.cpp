@@ -91,7 +91,7 @@ bool scale_and_check(std::span<float> values, float factor) {
 Engine::Engine(EngineConfig config, const Communicator& comm)
     : config_(std::move(config)), comm_(comm) {
   config_.validate();
-  if (config_.mixed_precision == Precision::fp16) scaler_.emplace(LossScalerOptions{});
+  if (config_.mixed_precision == Precision::fp16) scaler_.emplace(config_.loss_scaler);
   stream_ = std::make_unique<CommStream>(comm_);
 }
 
@@ -204,6 +204,7 @@ void Engine::prepare(nn::Module& model, nn::Optimizer& optimizer, data::DataLoad
   prepare(model, optimizer);
   prepare_loader(loader, true);
   scheduler_step_ = nullptr;
+  scheduler_ = scheduler;
   if (scheduler != nullptr) scheduler_step_ = [scheduler] { scheduler->step(); };
 }
 
@@ -502,7 +503,12 @@ bool Engine::step() {
 }
 
 void Engine::zero_grad() {
-  if (!sync_gradients_ || !sync_) return;
+  if (!sync_gradients_) return;
+  zero_all_gradients();
+}
+
+void Engine::zero_all_gradients() {
+  if (!sync_) return;
   sync_->zero_grad();
   // A gradient someone replaced by its own tensor is not in the buckets (yet).
   for (std::size_t k = 0; k < params_.size(); ++k) {
@@ -612,7 +618,7 @@ nn::Rng Engine::process_rng(std::uint64_t purpose) const noexcept {
   return nn::Rng(config_.seed, stream);
 }
 
-void Engine::load_state(const EngineState& state) {
+void Engine::restore_counters(const EngineState& state) {
   state_ = state;
   window_pos_ = 0;
   step_pending_ = false;

@@ -42,7 +42,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -52,6 +54,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mpitrain/checkpoint/checkpoint_manager.hpp"
+#include "mpitrain/checkpoint/checkpointable.hpp"
+#include "mpitrain/checkpoint/save_model.hpp"
 #include "mpitrain/collectives/comm_stream.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/data/data_loader.hpp"
@@ -126,6 +131,8 @@ class Engine {
   void prepare(nn::Module& model, nn::Optimizer& optimizer, data::DataLoader& loader,
                nn::LrScheduler* scheduler = nullptr);
   // Replaces what step() calls after a real optimizer step (a custom schedule, a counter).
+  // Checkpoints still save the scheduler given to prepare() (if any); register a custom
+  // schedule's state with register_for_checkpointing.
   void set_scheduler_step(std::function<void()> scheduler_step) {
     scheduler_step_ = std::move(scheduler_step);
   }
@@ -243,9 +250,61 @@ class Engine {
   std::uint64_t epoch() const noexcept { return state_.epoch; }
   std::uint64_t batches_in_epoch() const noexcept { return state_.batches_in_epoch; }
   std::uint64_t samples_seen() const noexcept { return state_.samples_seen; }
-  // Restores the counters (a checkpoint is taken between optimizer steps: the accumulation
-  // window restarts). The loader is restored separately (DataLoader::load_state).
-  void load_state(const EngineState& state);
+  // Restores the counters alone (a checkpoint is taken between optimizer steps: the
+  // accumulation window restarts). load_state() below restores everything.
+  void restore_counters(const EngineState& state);
+
+  // ---- checkpoints (engine/engine_checkpoint.cpp) -------------------------------------------
+  // A checkpoint holds the model, the optimizer (every slot and step count), the scheduler
+  // prepared with the loader, the loss scaler, the engine counters, the training loader's
+  // position, every rank's random streams (the model's dropout streams), the config text and
+  // the objects registered for checkpointing; layout and commit protocol in DESIGN.md
+  // section 5 and checkpoint/checkpoint_manager.hpp.
+  //
+  // Every rank must call save_state(), load_state() and checkpoints() (the first time) at
+  // the same point of the program: they are collective, and an error on any rank is thrown
+  // on every rank.
+
+  // Returns the manager of config().project's checkpoints. The first call is collective: it
+  // removes abandoned folders (temporary ones, and folders without MANIFEST.json).
+  checkpoint::CheckpointManager& checkpoints();
+  // Saves `object` under /custom/<name> with every checkpoint and restores it on load_state.
+  // The object must outlive the engine; `name` is a plain name (no '/'), unique.
+  void register_for_checkpointing(std::string name, checkpoint::Checkpointable& object);
+  // Sets the configuration text stored in /config (the trainer's effective YAML).
+  void set_config_text(std::string yaml) { config_text_ = std::move(yaml); }
+  // Collective: saves a checkpoint to <project.dir>/checkpoints/checkpoint_<N> (automatic
+  // naming) and applies project.total_limit once it is committed. Returns where it went.
+  // Call it between optimizer steps (after step(), or before the first backward): inside an
+  // accumulation window it throws std::logic_error, since the gradients accumulated so far
+  // are not part of a checkpoint.
+  checkpoint::SaveResult save_state();
+  // Collective: saves to `dir`, which must not exist; numbering and total_limit untouched.
+  checkpoint::SaveResult save_state(const std::filesystem::path& dir);
+
+  // What load_state() did beyond restoring the state exactly.
+  struct LoadReport {
+    std::filesystem::path dir;           // the checkpoint folder loaded
+    std::vector<std::string> warnings;   // world size changed: derived streams, data position
+  };
+  // Collective: loads the newest committed checkpoint of the project. Throws
+  // checkpoint::CheckpointError when there is none.
+  LoadReport load_state();
+  // Collective: loads checkpoint folder `dir`. All-or-nothing: every file is verified against
+  // its manifest before HDF5 reads it, every name and shape is checked, and on any error, on
+  // any rank, every rank throws and the running state is left exactly as it was (objects
+  // registered for checkpointing are restored last and each is responsible for its own
+  // atomicity). A checkpoint saved by N ranks loads on M: the replicated state is the same;
+  // a rank beyond the saved world size derives its random streams from the seed and its
+  // rank, and the loader position is converted by examples seen (both with a warning, which
+  // the main process also prints to stderr). The next automatic save after loading
+  // checkpoint_<k> of this project is checkpoint_<k+1>.
+  LoadReport load_state(const std::filesystem::path& dir);
+  // Collective: the main process writes the weights alone to `dir` (model.h5 or
+  // model.safetensors, PyTorch names and shapes; see checkpoint/save_model.hpp). Returns the
+  // file written.
+  std::filesystem::path save_model(const std::filesystem::path& dir,
+                                   checkpoint::ModelFormat format = checkpoint::ModelFormat::hdf5);
 
   // Returns the timings of the last synchronising backward.
   const BackwardTimings& last_backward() const noexcept { return timings_; }
@@ -295,7 +354,13 @@ class Engine {
   bool unscale_and_check();
   std::vector<std::span<float>> gradient_spans();
   void idle_stream() const;  // the stream is idle: the calling thread may use comm_
+  void zero_all_gradients();  // zero_grad() without the sync-step condition
   template <class T> std::vector<T> gather_impl(std::span<const T> values, DType type) const;
+  // engine_checkpoint.cpp: the state as a checkpoint holds it (the model as views), and its
+  // application to the live objects.
+  checkpoint::CheckpointState capture_state(bool views) const;
+  void apply_state(const checkpoint::CheckpointState& state, bool per_rank_missing,
+                   std::vector<std::string>& warnings);
 
   EngineConfig config_;
   const Communicator& comm_;
@@ -307,6 +372,10 @@ class Engine {
   nn::Module* model_ = nullptr;
   nn::Optimizer* optimizer_ = nullptr;
   std::function<void()> scheduler_step_;
+  nn::LrScheduler* scheduler_ = nullptr;  // the one prepare() got, saved with checkpoints
+  std::unique_ptr<checkpoint::CheckpointManager> checkpoints_;
+  std::map<std::string, checkpoint::Checkpointable*> custom_;
+  std::string config_text_;
   data::DataLoader* train_loader_ = nullptr;
   std::vector<std::unique_ptr<data::DataLoader>> retired_loaders_;
 

@@ -83,6 +83,13 @@ void EngineConfig::validate() const {
     invalid("training.mixed_precision", std::to_string(static_cast<int>(mixed_precision)),
             "must be no, bf16 or fp16");
   }
+  if (project.total_limit && *project.total_limit == 0) {
+    invalid("project.total_limit", "0", "must be >= 1 (or null to keep every checkpoint)");
+  }
+  if (project.iteration && *project.iteration < 0) {
+    invalid("project.iteration", std::to_string(*project.iteration), "must be >= 0");
+  }
+  if (project.project_dir.empty()) invalid("project.dir", "''", "must not be empty");
 }
 
 std::size_t EngineConfig::bucket_cap_bytes() const {

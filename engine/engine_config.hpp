@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "mpitrain/checkpoint/checkpoint_manager.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/dtype.hpp"
+#include "mpitrain/precision/loss_scaler.hpp"
 #include "mpitrain/precision/precision_mode.hpp"
 
 namespace mpitrain {
@@ -42,6 +44,9 @@ struct EngineConfig {
   std::size_t gradient_accumulation_steps = 1;  // micro-batches per optimizer step
   bool sync_with_dataloader = true;  // also synchronise (and step) on a loader's last batch
   Precision mixed_precision = Precision::fp32;  // fp16 adds a dynamic loss scaler
+  // The fp16 loss scaler: torch GradScaler defaults, DeepSpeed's hysteresis, min_scale and
+  // static mode (precision/loss_scaler.hpp). Ignored unless mixed_precision is fp16.
+  LossScalerOptions loss_scaler;
   NanPolicy nan_policy = NanPolicy::error;
 
   // distributed.*
@@ -55,6 +60,9 @@ struct EngineConfig {
   // data.*
   bool split_batches = false;  // the loader's batch_size is global, split over the ranks
   bool even_batches = true;    // every rank gets the same number of batches (pads by repeating)
+
+  // project.*: where save_state()/load_state() keep checkpoints (DESIGN.md section 5).
+  checkpoint::ProjectConfiguration project;
 
   // seed: model initialisation (the same on every rank) and the per-rank streams.
   std::uint64_t seed = 0;

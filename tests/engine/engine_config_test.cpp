@@ -58,6 +58,16 @@ TEST(EngineConfigTest, InvalidValuesNameTheirKey) {
   EXPECT_NE(error_of(c).find("distributed.grad_comm_dtype = i32"), std::string::npos) << error_of(c);
   c.grad_comm_dtype = DType::bf16;
   EXPECT_EQ(error_of(c), "");
+
+  c = EngineConfig{};
+  c.project.total_limit = 0;
+  EXPECT_NE(error_of(c).find("project.total_limit = 0"), std::string::npos) << error_of(c);
+  c.project.total_limit = 1;
+  c.project.iteration = -3;
+  EXPECT_NE(error_of(c).find("project.iteration = -3"), std::string::npos) << error_of(c);
+  c.project.iteration.reset();
+  c.project.project_dir.clear();
+  EXPECT_NE(error_of(c).find("project.dir"), std::string::npos) << error_of(c);
 }
 
 TEST(EngineConfigTest, MebibytesBecomeBytes) {

@@ -787,7 +787,7 @@ TEST_F(EngineTest, CountersFollowTheRunAndCanBeRestored) {
   EngineState saved = engine.state();
   saved.step = 100;
   Engine restored({}, comm_);
-  restored.load_state(saved);
+  restored.restore_counters(saved);
   EXPECT_EQ(restored.step_count(), 100u);
   EXPECT_EQ(restored.samples_seen(), 2 * size);
 }
