@@ -1,0 +1,98 @@
+# One step of the packaging test, run as `cmake -DSTEP=<step> ... -P package_step.cmake`:
+#   STEP=install       installs BUILD_DIR into a fresh PREFIX and checks what it holds: the
+#                      headers under include/mpitrain/<module>/, libmpitrain.so with its
+#                      versioned SONAME, the TOOLS in bin/, the CMake package, mpitrain.pc
+#   STEP=find_package  configures and builds the outside project CONSUMER_DIR against PREFIX
+#                      with find_package(mpitrain CONFIG), building SOURCE into WORK_DIR
+#   STEP=pkg_config    compiles SOURCE with CXX and `pkg-config --cflags --libs mpitrain`
+#                      from PREFIX alone, into WORK_DIR/consumer_pkg_config
+# Each failure names the step, the command and its output.
+cmake_minimum_required(VERSION 3.25)
+
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " command "${ARGN}")
+    message(FATAL_ERROR "packaging (${STEP}): ${what} failed (exit ${rc})\n  ${command}\n${out}")
+  endif()
+  set(run_output "${out}" PARENT_SCOPE)
+endfunction()
+
+function(expect_file path)
+  if(NOT EXISTS "${path}")
+    message(FATAL_ERROR "packaging (${STEP}): the install lacks ${path}")
+  endif()
+endfunction()
+
+if(NOT IS_ABSOLUTE "${PREFIX}" OR PREFIX MATCHES "^/+$")
+  message(FATAL_ERROR "package_step.cmake: PREFIX must be an absolute folder of its own, not '${PREFIX}'")
+endif()
+
+if(STEP STREQUAL "install")
+  file(REMOVE_RECURSE "${PREFIX}")
+  run("cmake --install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${PREFIX}")
+
+  foreach(module IN LISTS MODULES)
+    file(GLOB headers "${PREFIX}/${INCLUDEDIR}/mpitrain/${module}/*.hpp")
+    if(NOT headers)
+      message(FATAL_ERROR "packaging (install): no headers in ${PREFIX}/${INCLUDEDIR}/mpitrain/${module}/")
+    endif()
+  endforeach()
+  expect_file("${PREFIX}/${INCLUDEDIR}/mpitrain/engine/engine.hpp")
+
+  # libmpitrain.so -> libmpitrain.so.<major> -> libmpitrain.so.<version>; SONAME .so.<major>
+  set(lib "${PREFIX}/${LIBDIR}/libmpitrain.so")
+  expect_file("${lib}")
+  expect_file("${lib}.${VERSION_MAJOR}")
+  expect_file("${lib}.${VERSION}")
+  run("readelf" readelf -d "${lib}.${VERSION}")
+  if(NOT run_output MATCHES "\\(SONAME\\)[^\n]*\\[libmpitrain\\.so\\.${VERSION_MAJOR}\\]")
+    message(FATAL_ERROR "packaging (install): SONAME of ${lib}.${VERSION} is not "
+                        "libmpitrain.so.${VERSION_MAJOR}:\n${run_output}")
+  endif()
+
+  foreach(tool IN LISTS TOOLS)
+    expect_file("${PREFIX}/${BINDIR}/${tool}")
+  endforeach()
+  expect_file("${PREFIX}/${LIBDIR}/cmake/mpitrain/mpitrainConfig.cmake")
+  expect_file("${PREFIX}/${LIBDIR}/cmake/mpitrain/mpitrainConfigVersion.cmake")
+  expect_file("${PREFIX}/${LIBDIR}/cmake/mpitrain/mpitrainTargets.cmake")
+  expect_file("${PREFIX}/${LIBDIR}/pkgconfig/mpitrain.pc")
+  message(STATUS "installed into ${PREFIX}: headers of ${MODULES}, libmpitrain.so.${VERSION} "
+                 "(SONAME libmpitrain.so.${VERSION_MAJOR}), tools ${TOOLS}, CMake package, pkg-config file")
+
+elseif(STEP STREQUAL "find_package")
+  set(build "${WORK_DIR}/consumer_build")
+  file(REMOVE_RECURSE "${build}")
+  # Only the prefix is given: everything else must come from the package.
+  run("configuring the consumer" ${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${build}"
+      -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
+      "-DCMAKE_PREFIX_PATH=${PREFIX}" "-DCONSUMER_SOURCE=${SOURCE}")
+  message(STATUS "${run_output}")
+  if(NOT run_output MATCHES "mpitrain [0-9.]+ from ${PREFIX}/")
+    message(FATAL_ERROR "packaging (find_package): mpitrain was not found in ${PREFIX}:\n${run_output}")
+  endif()
+  run("building the consumer" ${CMAKE_COMMAND} --build "${build}")
+  file(COPY_FILE "${build}/consumer" "${WORK_DIR}/consumer_find_package")
+
+elseif(STEP STREQUAL "pkg_config")
+  # Only this prefix's pkg-config files, plus the system's (for ompi-cxx, hdf5, yaml-cpp).
+  set(ENV{PKG_CONFIG_PATH} "${PREFIX}/${LIBDIR}/pkgconfig")
+  run("pkg-config" pkg-config --cflags --libs mpitrain)
+  string(STRIP "${run_output}" flags)
+  message(STATUS "pkg-config --cflags --libs mpitrain: ${flags}")
+  run("pkg-config" pkg-config --variable=libdir mpitrain)
+  string(STRIP "${run_output}" libdir)
+  file(REAL_PATH "${libdir}" libdir)
+  file(REAL_PATH "${PREFIX}/${LIBDIR}" expected_libdir)
+  if(NOT libdir STREQUAL expected_libdir)
+    message(FATAL_ERROR "packaging (pkg_config): libdir is ${libdir}, expected ${expected_libdir}")
+  endif()
+  separate_arguments(flag_list UNIX_COMMAND "${flags}")
+  # The rpath is the user's choice (or LD_LIBRARY_PATH); this test picks the rpath.
+  run("compiling with the pkg-config flags" ${CXX} -O2 -Wall -Wextra -Wpedantic -Werror
+      "${SOURCE}" -o "${WORK_DIR}/consumer_pkg_config" ${flag_list} "-Wl,-rpath,${libdir}")
+
+else()
+  message(FATAL_ERROR "package_step.cmake: unknown STEP '${STEP}'")
+endif()
