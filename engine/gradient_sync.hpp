@@ -13,7 +13,13 @@
 //   out after the reduction.
 // - Averaging: the buckets are SUMMED. The division by the world size is folded into the
 //   loss gradient, which the engine scales by 1 / (accumulation_steps * world_size) anyway
-//   (Engine::loss_gradient_scale), so averaging costs no pass over the gradients.
+//   (Engine::loss_gradient_scale), so averaging costs no pass over the gradients. Dividing
+//   first also keeps 16-bit wire types in range: each rank sends its gradient already
+//   divided by n, so every partial sum of a reduction (rounded to the wire type at each
+//   combine, in fp32 in between) is at most the largest per-rank gradient in magnitude,
+//   whatever n. Summing first and dividing afterwards would carry partial sums up to n
+//   times larger: with fp16 on the wire, a gradient of 65520 / n on every rank would
+//   already become inf (tests/engine/mixed_precision_test.cpp checks 61440 at 1-4 ranks).
 // - A bucket is launched on the CommStream as soon as the last of its gradients is ready
 //   (mark_ready, called from the model's grad-ready hook), in bucket order: when bucket k+1
 //   is ready before bucket k, it waits for k, so every rank issues the same collectives in
