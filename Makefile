@@ -24,8 +24,9 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# The default run: the MLP 784-256-256-10 on Fashion-MNIST, 5 epochs, 2 ranks.
 train: build
-	$(MPIRUN) $(BUILD)/benchmarks/collective_bench --check --max-bytes 64M
+	$(MPIRUN) $(BUILD)/apps/trainer --config configs/fashion_mnist_mlp.yaml
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

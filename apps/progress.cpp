@@ -3,14 +3,35 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 
 namespace mpitrain::app {
+namespace {
+
+// Returns true when `out` ends on a terminal. A terminal is not enough: Open MPI gives every
+// rank's stdout a pseudo-terminal of its own and copies it to mpirun's stdout, which may be
+// a file (a batch job) or a pipe. So for stdout the parent process's stdout is asked too
+// (mpirun's, when it started this rank); where /proc cannot tell, the terminal wins.
+bool ends_on_terminal(std::FILE* out) {
+  const int fd = ::fileno(out);
+  if (fd < 0 || ::isatty(fd) == 0) return false;
+  if (fd != STDOUT_FILENO) return true;
+  char link[256];
+  const std::string parent = "/proc/" + std::to_string(::getppid()) + "/fd/1";
+  const ssize_t n = ::readlink(parent.c_str(), link, sizeof link - 1);
+  if (n <= 0) return true;
+  const std::string target(link, static_cast<std::size_t>(n));
+  return target.rfind("/dev/pts/", 0) == 0 || target.rfind("/dev/tty", 0) == 0 ||
+         target.rfind("/dev/console", 0) == 0;
+}
+
+}  // namespace
 
 Progress::Progress(std::int64_t total_steps, std::int64_t log_every, std::FILE* out)
     : total_(std::max<std::int64_t>(total_steps, 1)),
       log_every_(std::max<std::int64_t>(log_every, 1)),
       out_(out),
-      tty_(::isatty(::fileno(out)) != 0) {}
+      tty_(ends_on_terminal(out)) {}
 
 void Progress::format_duration(double seconds, char* out, std::size_t size) {
   const auto s = static_cast<long>(std::max(0.0, seconds) + 0.5);

@@ -1,7 +1,8 @@
 #pragma once
 // Progress: what rank 0 shows while training. On a terminal, one line redrawn in place
 // (epoch, step/total, loss, samples/s, ETA); otherwise (batch jobs writing to files) a plain
-// line every `log_every` steps, so logs stay readable.
+// line every `log_every` steps, so logs stay readable. Under mpirun, "a terminal" means that
+// mpirun's own stdout is one (every rank's stdout is a pseudo-terminal of Open MPI's).
 
 #include <chrono>
 #include <cstdint>

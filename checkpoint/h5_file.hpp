@@ -237,4 +237,7 @@ class H5File {
   std::unique_ptr<MemoryImage> image_;
 };
 
+// Returns the HDF5 library's version ("1.10.8").
+std::string hdf5_library_version();
+
 }  // namespace mpitrain::checkpoint

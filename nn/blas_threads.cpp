@@ -25,4 +25,11 @@ std::size_t default_blas_threads(std::size_t ranks_on_node) noexcept {
   return default_blas_threads(std::max(1u, std::thread::hardware_concurrency()), ranks_on_node);
 }
 
+std::string blas_library_info() {
+  std::string info = openblas_get_config();
+  info += "; core ";
+  info += openblas_get_corename();
+  return info;
+}
+
 }  // namespace mpitrain::nn

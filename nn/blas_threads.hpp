@@ -4,6 +4,7 @@
 // oversubscribe the node). nn knows no MPI: the number of ranks on the node is passed in.
 
 #include <cstddef>
+#include <string>
 
 namespace mpitrain::nn {
 
@@ -17,5 +18,8 @@ std::size_t default_blas_threads(std::size_t cores_on_node, std::size_t ranks_on
 // Same with cores_on_node = the hardware threads of this machine
 // (std::thread::hardware_concurrency, which ignores an MPI binding of this process).
 std::size_t default_blas_threads(std::size_t ranks_on_node) noexcept;
+// Returns the BLAS library's own description: OpenBLAS's build configuration and the CPU
+// kernel it chose ("OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64; core Haswell").
+std::string blas_library_info();
 
 }  // namespace mpitrain::nn

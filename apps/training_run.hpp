@@ -1,0 +1,50 @@
+#pragma once
+// TrainingRun: what `trainer --config run.yaml` does on every rank. It builds the data sets,
+// the MLP, the optimizer, the scheduler and the Engine from a TrainConfig, resumes if asked,
+// and trains: evaluation after every epoch (gather_for_metrics over the test set),
+// metrics.jsonl on rank 0 (DESIGN.md section 7), a progress display, checkpoints every
+// project.save_every_steps steps and at the end, and a clean stop on SIGTERM/SIGUSR1
+// (finish the step, save, return).
+//
+// Length of the run: steps_per_epoch = ceil(batches per rank / gradient_accumulation_steps)
+// (the loader's last batch ends an accumulation window); total = epochs * steps_per_epoch,
+// or max_steps when that is smaller. The scheduler is sized by that total.
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "mpitrain/collectives/communicator.hpp"
+#include "stop_signal.hpp"
+#include "train_config.hpp"
+#include "watchdog.hpp"
+
+namespace mpitrain::app {
+
+struct TrainingOutcome {
+  std::int64_t steps = 0;           // optimizer steps reached (resumed ones included)
+  std::int64_t epochs_done = 0;     // completed epochs
+  double test_accuracy = -1.0;      // last evaluation, in [0, 1]; -1 when none ran
+  double test_loss = 0.0;
+  double seconds = 0.0;             // training time of this process (resumed runs: its part)
+  bool stopped_by_signal = false;   // SIGTERM/SIGUSR1: saved and stopped early
+  std::string last_checkpoint;      // folder of the last checkpoint saved, if any
+};
+
+// A failure injected on purpose, to test that the job ends promptly with a message instead of
+// hanging (`trainer --inject-fault throw|hang@RANK:STEP`): after optimizer step `step`, rank
+// `rank` throws std::runtime_error ("throw") or stops making progress ("hang").
+struct InjectedFault {
+  std::string kind;  // "", "throw" or "hang"
+  int rank = -1;
+  std::int64_t step = -1;
+};
+
+// Runs the training described by `config`. Collective: every rank calls it. `out` receives
+// rank 0's progress and messages. Throws ConfigError for settings that only turn out wrong
+// with the data in hand, and std::exception for runtime failures.
+TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm,
+                             const StopSignal& stop, Watchdog& watchdog, std::FILE* out,
+                             const InjectedFault& fault = {});
+
+}  // namespace mpitrain::app

@@ -1,0 +1,291 @@
+#!/usr/bin/python3
+"""End-to-end tests of the trainer command line (DESIGN.md sections 6 and 7), each a real
+`mpiexec` job:
+
+  trainer_cli_test.py --trainer EXE --mpiexec MPIEXEC --work DIR SCENARIO
+
+Scenarios:
+  config_errors    bad keys, values, files and flags: exit 2 on every rank, one message that
+                   names the key (with file:line and a "did you mean" where it applies)
+  train            a short synthetic run at 2 ranks: metrics.jsonl keys and values, eval over
+                   exactly the test set, checkpoints (save_every_steps, total_limit), model.h5
+                   readable with h5py under PyTorch's names and shapes
+  preempt_resume   SIGUSR1 to mpirun and SIGTERM to one rank: checkpoint, exit 0; the next run
+                   with resume: latest continues at the saved step
+  rank_failure     an exception on rank 1 ends the whole job promptly, naming the rank
+  hang_watchdog    a rank that stops making progress: the job ends after timeout_s, naming it
+  checkpoints_cli  `trainer checkpoints list|verify` on a project, then on a damaged file
+  print_config     `trainer print-config` is a complete, valid config that trains
+  env_check        `trainer env` and `trainer check` at 2 ranks
+  fashion_mnist    the default run (configs/fashion_mnist_mlp.yaml, make train) reaches 88%
+Each failure prints the command and its output.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+
+TRAIN_KEYS = ["step", "epoch", "loss", "lr", "grad_norm", "loss_scale", "skipped_steps",
+              "samples_per_s", "time_s"]
+EVAL_KEYS = ["eval", "step", "epoch", "loss", "accuracy", "samples"]
+SYNTHETIC = ["data.kind=synthetic", "data.synthetic.train_size=3000",
+             "data.synthetic.test_size=517", "data.synthetic.features=20",
+             "data.synthetic.classes=5", "model.hidden=[32, 16]", "data.batch_size=16"]
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+class Runner:
+    def __init__(self, args):
+        self.trainer = args.trainer
+        self.mpiexec = args.mpiexec
+        self.work = args.work
+        self.source = args.source
+
+    def command(self, ranks, *trainer_args, sets=()):
+        cmd = [self.mpiexec, "-n", str(ranks), "--oversubscribe", self.trainer, *trainer_args]
+        for s in sets:
+            cmd += ["--set", s]
+        return cmd
+
+    def run(self, ranks, *trainer_args, sets=(), timeout=300, expect=None):
+        """Runs to completion; returns (exit code, stdout + stderr, seconds)."""
+        cmd = self.command(ranks, *trainer_args, sets=sets)
+        start = time.monotonic()
+        p = subprocess.run(cmd, cwd=self.work, capture_output=True, text=True, timeout=timeout)
+        seconds = time.monotonic() - start
+        out = p.stdout + p.stderr
+        if expect is not None and p.returncode != expect:
+            raise Failure(f"{' '.join(cmd)}\nexited {p.returncode}, expected {expect}\n{out}")
+        return p.returncode, out, seconds
+
+    def project(self, name):
+        return os.path.join(self.work, name)
+
+
+def read_metrics(project):
+    with open(os.path.join(project, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def scenario_config_errors(r):
+    bad = os.path.join(r.work, "bad.yaml")
+    with open(bad, "w") as f:
+        f.write("seed: 1\ntraining:\n  epochs: 2\n  eval: true\n  log_evry: 3\n")
+    code, out, _ = r.run(2, "--config", bad, expect=2)
+    check("bad.yaml:5:3" in out and "training.log_evry" in out, out)
+    check("did you mean 'training.log_every'?" in out, out)
+    check(out.count("unknown key") == 1, "the message must be printed once:\n" + out)
+
+    code, out, _ = r.run(2, sets=["training.epochs=abc"], expect=2)
+    check("--set training.epochs=abc" in out and "expected an integer" in out, out)
+    code, out, _ = r.run(2, sets=["optimizer.kind=adam"], expect=2)
+    check("optimizer.kind" in out and "adamw" in out, out)
+    code, out, _ = r.run(2, sets=["data.batch_size=0"], expect=2)
+    check("data.batch_size" in out, out)
+    code, out, _ = r.run(2, "--config", os.path.join(r.work, "missing.yaml"), expect=2)
+    check("missing.yaml" in out and "cannot open" in out, out)
+    code, out, _ = r.run(2, "--no-such-flag", expect=2)
+    check("no-such-flag" in out, out)
+    # A setting that is only wrong with the data in hand: a split that the ranks cannot share.
+    code, out, _ = r.run(2, sets=SYNTHETIC + ["data.split_batches=true", "data.batch_size=15"],
+                         expect=2)
+    check("data.batch_size" in out, out)
+
+
+def scenario_train(r):
+    project = r.project("train")
+    code, out, _ = r.run(2, sets=SYNTHETIC + [
+        f"project.dir={project}", "training.epochs=2", "training.log_every=20",
+        "project.save_every_steps=25", "project.total_limit=2", "training.max_grad_norm=1.0",
+        "training.gradient_accumulation_steps=2"], expect=0)
+    # 3000 examples, 16 per rank on 2 ranks: 94 batches per rank and epoch, 47 steps per epoch.
+    rows = read_metrics(project)
+    train = [row for row in rows if "eval" not in row]
+    evals = [row for row in rows if "eval" in row]
+    check(train and all(list(row) == TRAIN_KEYS for row in train), f"train keys: {train[:2]}")
+    check([row["step"] for row in train] == [20, 40, 60, 80, 94], f"steps {[x['step'] for x in train]}")
+    check(all(row["loss"] > 0 and row["samples_per_s"] > 0 and row["grad_norm"] > 0 for row in train),
+          f"values: {train}")
+    check(train[-1]["loss"] < train[0]["loss"], f"the loss did not decrease: {train}")
+    check(all(list(row) == EVAL_KEYS for row in evals) and len(evals) == 2, f"evals: {evals}")
+    check(all(row["samples"] == 517 for row in evals), f"eval samples must be the test size: {evals}")
+    check([row["epoch"] for row in evals] == [0, 1] and evals[-1]["accuracy"] > 0.5, f"{evals}")
+    # Saved at steps 25, 50, 75 and at the end (94); total_limit keeps the newest two.
+    names = sorted(os.listdir(os.path.join(project, "checkpoints")))
+    check(names == ["checkpoint_2", "checkpoint_3"], f"checkpoints: {names}")
+    with open(os.path.join(project, "checkpoints", "checkpoint_3", "MANIFEST.json")) as f:
+        manifest = json.load(f)
+    check(manifest["step"] == 94 and manifest["world_size"] == 2, f"manifest: {manifest}")
+    with h5py.File(os.path.join(project, "model.h5"), "r") as f:
+        shapes = {k: f[k].shape for k in f}
+    check(shapes == {"0.weight": (32, 20), "0.bias": (32,), "2.weight": (16, 32), "2.bias": (16,),
+                     "4.weight": (5, 16), "4.bias": (5,)}, f"model.h5: {shapes}")
+
+
+def scenario_preempt_resume(r):
+    project = r.project("preempt")
+    long_run = SYNTHETIC + [f"project.dir={project}", "training.epochs=1000",
+                            "training.log_every=10"]
+
+    def interrupted(send):
+        proc = subprocess.Popen(r.command(2, sets=long_run + ["project.resume=latest"]),
+                                cwd=r.work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        # Wait until training runs (the first progress line, "epoch 0 step 10/..."), then signal.
+        out = ""
+        for line in proc.stdout:
+            out += line
+            if line.startswith("epoch ") and " step " in line:
+                break
+        send(proc)
+        out += proc.stdout.read()
+        code = proc.wait(timeout=120)
+        check(code == 0, f"after the signal the trainer must exit 0, got {code}\n{out}")
+        check("stop requested" in out, out)
+        return out
+
+    interrupted(lambda p: p.send_signal(signal.SIGUSR1))  # Open MPI forwards it to every rank
+    first = [row["step"] for row in read_metrics(project) if "eval" not in row]
+    saved = json.load(open(latest_manifest(project)))["step"]
+    check(saved >= first[-1], f"checkpoint at {saved}, metrics up to {first[-1]}")
+
+    # SIGTERM to a single rank (as a scheduler may): the ranks agree to stop together.
+    def term_one_rank(p):
+        pid = rank_pids(p.pid)[-1]
+        os.kill(pid, signal.SIGTERM)
+    out = interrupted(term_one_rank)
+    check(f"resumed at step {saved}" in out, out)
+    second = json.load(open(latest_manifest(project)))["step"]
+    check(second > saved, f"the second run saved step {second}, the first {saved}")
+    steps = [row["step"] for row in read_metrics(project) if "eval" not in row]
+    check(steps == sorted(steps) and len(set(steps)) == len(steps),
+          f"metrics steps must keep increasing across runs: {steps}")
+
+
+def latest_manifest(project):
+    folder = os.path.join(project, "checkpoints")
+    numbers = sorted(int(n.split("_")[1]) for n in os.listdir(folder) if n.split("_")[1].isdigit())
+    return os.path.join(folder, f"checkpoint_{numbers[-1]}", "MANIFEST.json")
+
+
+def rank_pids(mpiexec_pid):
+    """Returns the pids of the trainer processes started by mpiexec."""
+    out = subprocess.run(["ps", "-o", "pid=,ppid=,comm=", "-A"], capture_output=True, text=True).stdout
+    pids = []
+    for line in out.splitlines():
+        pid, ppid, comm = line.split(None, 2)
+        if int(ppid) == mpiexec_pid and comm.strip() == "trainer":
+            pids.append(int(pid))
+    check(pids, "no trainer process found under mpiexec")
+    return sorted(pids)
+
+
+def scenario_rank_failure(r):
+    code, out, seconds = r.run(2, "--inject-fault", "throw@1:5", sets=SYNTHETIC +
+                               [f"project.dir={r.project('failure')}"], timeout=120)
+    check(code != 0, f"exit code {code}\n{out}")
+    check("error on rank 1 of 2: injected fault after step 5" in out, out)
+    check(seconds < 60, f"the job took {seconds:.0f} s to end")
+
+
+def scenario_hang_watchdog(r):
+    code, out, seconds = r.run(2, "--inject-fault", "hang@0:3", sets=SYNTHETIC + [
+        f"project.dir={r.project('hang')}", "distributed.timeout_s=2"], timeout=120)
+    check(code != 0, f"exit code {code}\n{out}")
+    check("no progress for" in out and "distributed.timeout_s = 2" in out, out)
+    check(seconds < 60, f"the job took {seconds:.0f} s to end")
+
+
+def scenario_checkpoints_cli(r):
+    project = r.project("cli")
+    r.run(2, sets=SYNTHETIC + [f"project.dir={project}", "project.save_every_steps=40",
+                               "training.max_steps=100"], expect=0)
+    code, out, _ = r.run(1, "checkpoints", "list", project, expect=0)
+    check("3 committed checkpoints" in out and "checkpoint_2" in out, out)
+    code, out, _ = r.run(1, "checkpoints", "verify", project, expect=0)
+    check(out.count("OK ") == 3, out)
+    os.makedirs(os.path.join(project, "checkpoints", "checkpoint_7.tmp-1234"))
+    code, out, _ = r.run(1, "checkpoints", "list", project, expect=0)
+    check("checkpoint_7.tmp-1234" in out and "uncommitted" in out, out)
+    state = os.path.join(project, "checkpoints", "checkpoint_1", "state.h5")
+    with open(state, "r+b") as f:
+        f.seek(os.path.getsize(state) // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 1]))
+    code, out, _ = r.run(1, "checkpoints", "verify", project, expect=1)
+    check("FAILED" in out and "checkpoint_1" in out and "state.h5" in out, out)
+    code, out, _ = r.run(1, "checkpoints", "verify", os.path.join(project, "checkpoints", "checkpoint_2"),
+                         expect=0)
+    code, out, _ = r.run(1, "checkpoints", "verify", os.path.join(r.work, "nowhere"), expect=1)
+
+
+def scenario_print_config(r):
+    code, text, _ = r.run(1, "print-config", expect=0)
+    for key in ["seed:", "model:", "data:", "optimizer:", "scheduler:", "training:",
+                "distributed:", "project:", "bucket_cap_mb: 25", "mixed_precision: \"no\"",
+                "timeout_s: 600", "resume: none"]:
+        check(key in text, f"print-config lacks {key}:\n{text}")
+    path = os.path.join(r.work, "printed.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    r.run(2, "--config", path, sets=SYNTHETIC + [f"project.dir={r.project('printed')}",
+                                                 "training.max_steps=5"], expect=0)
+
+
+def scenario_env_check(r):
+    code, out, _ = r.run(2, "env", expect=0)
+    for word in ["mpitrain", "MPI", "HDF5", "BLAS", "compiler", "ranks        2"]:
+        check(word in out, out)
+    code, out, _ = r.run(2, "check", expect=0)
+    check("OK: 0 wrong results" in out and "vs_mpi" in out, out)
+
+
+def scenario_fashion_mnist(r):
+    project = r.project("fashion")
+    config = os.path.join(r.source, "configs", "fashion_mnist_mlp.yaml")
+    code, out, seconds = r.run(2, "--config", config, sets=[f"project.dir={project}"],
+                               timeout=900, expect=0)
+    evals = [row for row in read_metrics(project) if "eval" in row]
+    check(len(evals) == 5 and evals[-1]["samples"] == 10000, f"{evals}")
+    accuracy = evals[-1]["accuracy"]
+    print(f"Fashion-MNIST, 5 epochs at 2 ranks: test accuracy {100 * accuracy:.2f}% in {seconds:.1f} s")
+    check(accuracy >= 0.88, f"test accuracy {accuracy:.4f} < 0.88\n{out}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--trainer", required=True)
+    p.add_argument("--mpiexec", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--source", required=True)
+    p.add_argument("scenario")
+    args = p.parse_args()
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    runner = Runner(args)
+    try:
+        globals()["scenario_" + args.scenario](runner)
+    except Failure as e:
+        print(f"FAILED {args.scenario}: {e}")
+        return 1
+    print(f"passed {args.scenario}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
