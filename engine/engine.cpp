@@ -19,6 +19,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "mpitrain/nn/blas_threads.hpp"
 #include "mpitrain/precision/all_finite.hpp"
 
 namespace mpitrain {
@@ -91,6 +92,9 @@ bool scale_and_check(std::span<float> values, float factor) {
 Engine::Engine(EngineConfig config, const Communicator& comm)
     : config_(std::move(config)), comm_(comm) {
   config_.validate();
+  nn::set_blas_threads(config_.blas_threads != 0
+                           ? config_.blas_threads
+                           : nn::default_blas_threads(static_cast<std::size_t>(comm_.local_size())));
   if (config_.mixed_precision == Precision::fp16) scaler_.emplace(config_.loss_scaler);
   stream_ = std::make_unique<CommStream>(comm_);
 }

@@ -275,9 +275,10 @@ class Engine {
   void set_config_text(std::string yaml) { config_text_ = std::move(yaml); }
   // Collective: saves a checkpoint to <project.dir>/checkpoints/checkpoint_<N> (automatic
   // naming) and applies project.total_limit once it is committed. Returns where it went.
-  // Call it between optimizer steps (after step(), or before the first backward): inside an
-  // accumulation window it throws std::logic_error, since the gradients accumulated so far
-  // are not part of a checkpoint.
+  // Call it between optimizer steps: after step() (also inside the accumulate() guard of the
+  // micro-step that stepped), or before the first backward. Inside an accumulation window it
+  // throws std::logic_error, since the gradients accumulated so far are not part of a
+  // checkpoint.
   checkpoint::SaveResult save_state();
   // Collective: saves to `dir`, which must not exist; numbering and total_limit untouched.
   checkpoint::SaveResult save_state(const std::filesystem::path& dir);
@@ -355,6 +356,8 @@ class Engine {
   std::vector<std::span<float>> gradient_spans();
   void idle_stream() const;  // the stream is idle: the calling thread may use comm_
   void zero_all_gradients();  // zero_grad() without the sync-step condition
+  // Throws std::logic_error naming `who` unless the engine stands between optimizer steps.
+  void require_step_boundary(std::string_view who) const;
   template <class T> std::vector<T> gather_impl(std::span<const T> values, DType type) const;
   // engine_checkpoint.cpp: the state as a checkpoint holds it (the model as views), and its
   // application to the live objects.

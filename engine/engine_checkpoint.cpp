@@ -97,7 +97,10 @@ CheckpointState Engine::capture_state(bool views) const {
   }
   StateGroup& engine = st.replicated["engine"];
   engine.integers["step"] = static_cast<std::int64_t>(state_.step);
-  engine.integers["micro_step"] = static_cast<std::int64_t>(state_.micro_step);
+  // An open micro-step that already synchronised and stepped counts as done (saved from
+  // inside the accumulate() guard, as a training loop body does).
+  const bool open_done = micro_open_ && backward_in_micro_;
+  engine.integers["micro_step"] = static_cast<std::int64_t>(state_.micro_step + (open_done ? 1 : 0));
   engine.integers["epoch"] = static_cast<std::int64_t>(state_.epoch);
   engine.integers["batches_in_epoch"] = static_cast<std::int64_t>(state_.batches_in_epoch);
   engine.integers["samples_seen"] = static_cast<std::int64_t>(state_.samples_seen);
@@ -292,31 +295,30 @@ void Engine::register_for_checkpointing(std::string name, checkpoint::Checkpoint
   }
 }
 
-namespace {
-
-// Throws std::logic_error (the same on every rank: the counters agree) when a checkpoint
-// now would lose accumulated gradients or a pending optimizer step.
-void require_step_boundary(bool micro_open, bool step_pending, std::size_t window_pos, int rank) {
-  if (micro_open || step_pending || window_pos != 0) {
-    throw std::logic_error(
-        "Engine::save_state (rank " + std::to_string(rank) +
-        "): called inside an accumulation window (" + std::to_string(window_pos) +
-        " micro-steps accumulated" + (step_pending ? ", step() not yet called" : "") +
-        "); a checkpoint holds no gradients, so save after step()");
-  }
+void Engine::require_step_boundary(std::string_view who) const {
+  // Inside a micro-step that synchronised and already stepped, the state is that of the
+  // step boundary (capture_state counts the open micro-step as done).
+  const bool stepped_in_open_micro = micro_open_ && backward_in_micro_ && sync_gradients_;
+  const bool at_boundary = micro_open_ ? stepped_in_open_micro && !step_pending_
+                                       : window_pos_ == 0 && !step_pending_;
+  if (at_boundary) return;
+  const std::size_t accumulated = window_pos_ + (micro_open_ && backward_in_micro_ ? 1 : 0);
+  throw std::logic_error(std::string(who) + " (rank " + std::to_string(comm_.rank()) +
+                         "): called inside an accumulation window (" +
+                         std::to_string(accumulated) + " micro-step(s) of gradients accumulated" +
+                         (step_pending_ ? ", step() not called yet" : "") +
+                         "); a checkpoint holds no gradients, so save after step()");
 }
 
-}  // namespace
-
 checkpoint::SaveResult Engine::save_state() {
-  require_step_boundary(micro_open_, step_pending_, window_pos_, comm_.rank());
+  require_step_boundary("Engine::save_state");
   checkpoint::CheckpointManager& manager = checkpoints();
   idle_stream();
   return manager.save(capture_state(true), comm_);
 }
 
 checkpoint::SaveResult Engine::save_state(const fs::path& dir) {
-  require_step_boundary(micro_open_, step_pending_, window_pos_, comm_.rank());
+  require_step_boundary("Engine::save_state");
   checkpoint::CheckpointManager& manager = checkpoints();
   idle_stream();
   return manager.save(capture_state(true), comm_, dir);
@@ -341,7 +343,11 @@ Engine::LoadReport Engine::load_state() {
 }
 
 Engine::LoadReport Engine::load_state(const fs::path& dir) {
-  if (micro_open_) throw std::logic_error("Engine::load_state: called inside a micro-step");
+  if (micro_open_) {
+    throw std::logic_error("Engine::load_state (rank " + std::to_string(comm_.rank()) +
+                           "): called inside an accumulate() micro-step; load before it starts "
+                           "or after its guard ends");
+  }
   checkpoint::CheckpointManager& manager = checkpoints();
   idle_stream();
   checkpoint::LoadedCheckpoint loaded = manager.load(dir, comm_);

@@ -64,6 +64,11 @@ struct EngineConfig {
   // project.*: where save_state()/load_state() keep checkpoints (DESIGN.md section 5).
   checkpoint::ProjectConfiguration project;
 
+  // OpenBLAS threads of this process, set by the Engine constructor (OpenBLAS has one
+  // process-wide pool). 0: the hardware threads of the node divided by the ranks on the
+  // node, at least 1, so that ranks sharing a node do not oversubscribe its cores.
+  std::size_t blas_threads = 0;
+
   // seed: model initialisation (the same on every rank) and the per-rank streams.
   std::uint64_t seed = 0;
 

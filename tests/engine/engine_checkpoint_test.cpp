@@ -252,6 +252,25 @@ TEST_F(EngineCheckpointTest, SavingInsideAnAccumulationWindowIsRefused) {
   run.engine->zero_grad();
   EXPECT_EQ(run.engine->save_state().number, 0);
   EXPECT_TRUE(fs::exists(dir.path() / "checkpoints" / "checkpoint_0" / "MANIFEST.json"));
+
+  // Inside the accumulate() guard of the micro-step that stepped, as a loop body saves: the
+  // open micro-step counts as done, so a resumed run's counters continue exactly.
+  {
+    ASSERT_TRUE(run.engine->next_batch(batch));
+    auto micro = run.engine->accumulate();
+    nn::cross_entropy(run.model.forward(batch.features), batch.labels, grad);
+    run.engine->backward(grad);
+    EXPECT_NE(error_of([&] { run.engine->save_state(); }).find("step() not called yet"), std::string::npos);
+    run.engine->step();
+    run.engine->zero_grad();
+    EXPECT_EQ(run.engine->save_state().number, 1);
+    EXPECT_NE(error_of([&] { run.engine->load_state(); }).find("inside an accumulate() micro-step"),
+              std::string::npos);
+  }
+  const std::uint64_t micro_steps = run.engine->micro_step();
+  run.engine->load_state();
+  EXPECT_EQ(run.engine->micro_step(), micro_steps);
+  EXPECT_EQ(run.engine->step_count(), 2u);
 }
 
 TEST_F(EngineCheckpointTest, SaveModelWritesTorchNamesFromTheMainProcess) {
