@@ -2,9 +2,9 @@
 //
 //   mpirun -np N train_bench [--steps N] [--warmup N] [--repeats R] [--model small|large|all]
 //                            [--overlap on|off|both] [--optimizer adamw|sgd]
+//                            [--precision fp32,bf16,fp16|all] [--grad-comm-dtype f32,bf16,f16|all]
 //                            [--bucket-cap-mb MB] [--first-bucket-mb MB] [--blas-threads T]
-//                            [--grad-comm-dtype f32|bf16|f16] [--algo default|mpi|ring]
-//                            [--json FILE]
+//                            [--algo default|mpi|ring] [--json FILE]
 //
 // Models: MLP 784-256-256-10 at batch 64 per rank ("small") and 784-1024-1024-10 at batch 128
 // per rank ("large"), ReLU, cross-entropy, AdamW (the trainer's defaults), on synthetic
@@ -12,25 +12,42 @@
 // rank = hardware threads of the node / ranks on the node (--blas-threads overrides).
 // Buckets: the engine's defaults (25 MiB, first 1 MiB) unless given.
 //
+// Axes: --precision (training.mixed_precision: fp32 is "no"; bf16 and fp16 are emulated on
+// CPU, fp16 with dynamic loss scaling), --grad-comm-dtype (distributed.grad_comm_dtype, the
+// type gradients travel in) and --overlap; the first two take comma-separated lists or
+// "all". Every combination of a model gets a row, and all of them run in one process, in
+// blocks of --steps steps interleaved round-robin (bare steps of each precision, then each
+// engine; the order rotates every repeat), so that rows compared with each other saw the
+// same machine load. After each model's rows, one line per precision and overlap setting
+// gives the ratio of exposed communication of each 16-bit wire type to f32, the quantity of
+// the goal "bf16 exposed comm <= 0.6x fp32" (784-1024-1024-10 at 2 ranks).
+//
 // A step is forward + loss + engine.backward + engine.step + engine.zero_grad. Columns:
 //   step_ms       median step time (the slowest rank's median)
 //   samples/s     world_size * batch / step_ms
 //   compute_ms    median time of the same step without the engine (model.backward,
-//                 optimizer.step, zero_grad), run by every rank at the same time, in blocks
-//                 interleaved with the engines' blocks (bare, overlap on, overlap off, bare,
-//                 ...), so that all columns see the same machine load
+//                 optimizer.step, zero_grad), in the row's precision, run by every rank at
+//                 the same time, in blocks interleaved with the engines' blocks
 //   exposed_ms    median time backward waited for the gradient reductions after the model's
-//                 backward returned ("exposed comm")
+//                 backward produced its last gradient ("exposed comm")
+//   last_rank_ms  the same wait of the rank that finished its backward last, per step (the
+//                 smallest wait over ranks), median over steps: the reductions alone, without
+//                 the time an early rank spends waiting for a slower peer
 //   overhead_ms   step_ms - compute_ms - exposed_ms: everything else the engine costs (hooks,
 //                 launching buckets, the inf/NaN pass, a communication thread competing with
 //                 compute for the cores); overhead% = overhead_ms / step_ms
+//   wire_MB       bytes of gradients each rank puts into allreduces per step (MiB)
+//   skipped       timed steps the fp16 loss scaler skipped (a skipped step has no optimizer
+//                 update, so it is cheaper)
 // Medians are robust on a shared machine; each rank's median is taken over its own steps,
-// then the maximum over ranks is reported.
+// then the maximum over ranks is reported (last_rank_ms excepted, see above).
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -49,6 +66,7 @@
 #include "mpitrain/nn/cross_entropy_loss.hpp"
 #include "mpitrain/nn/mlp.hpp"
 #include "mpitrain/nn/sgd.hpp"
+#include "mpitrain/precision/precision_mode.hpp"
 
 namespace {
 
@@ -116,9 +134,14 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const std::string& kind, std::vect
 struct Row {
   std::string model;
   std::size_t batch = 0;
+  Precision precision = Precision::fp32;
+  DType comm_dtype = DType::f32;
   bool overlap = true;
   std::size_t buckets = 0;
+  double wire_mb = 0;
+  std::uint64_t skipped = 0;
   double step_ms = 0, samples_per_s = 0, compute_ms = 0, exposed_ms = 0, overhead_ms = 0;
+  double last_rank_ms = 0;
 };
 
 struct Options {
@@ -128,48 +151,76 @@ struct Options {
   std::string optimizer = "adamw";
   double bucket_cap_mb = EngineConfig{}.bucket_cap_mb;
   double first_bucket_mb = EngineConfig{}.first_bucket_mb;
-  DType grad_comm_dtype = DType::f32;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::default_;
+  std::size_t blas_threads = 1;
 };
 
-// One model trained by an engine with one overlap setting, and its timings.
+// One engine configuration of a row.
+struct Variant {
+  Precision precision = Precision::fp32;
+  DType comm_dtype = DType::f32;
+  bool overlap = true;
+};
+
+// The model trained without an engine in one precision: the compute baseline.
+struct Bare {
+  Precision precision;
+  nn::Sequential model;
+  std::unique_ptr<nn::Optimizer> optimizer;
+  std::vector<double> step_s;
+};
+
+// One model trained by an engine with one variant, and its timings.
 struct Trained {
+  Variant variant;
   nn::Sequential model;
   std::unique_ptr<nn::Optimizer> optimizer;
   std::unique_ptr<Engine> engine;  // declared last: released before the model it points into
   std::vector<double> step_s, exposed_s;
+  std::uint64_t skipped = 0;
 };
 
-// Returns a row per overlap setting; the bare (engine-free) steps and the engines' steps run
-// in interleaved blocks, so that every column sees the same machine load.
-std::vector<Row> run(const Communicator& comm, const Model& m, const std::vector<bool>& overlaps,
+std::string precision_name(Precision p) { return p == Precision::fp32 ? "fp32" : std::string(to_string(p)); }
+
+// Returns a row per variant; the bare (engine-free) steps of each precision and the engines'
+// steps run in interleaved blocks, so that every column sees the same machine load.
+std::vector<Row> run(const Communicator& comm, const Model& m, const std::vector<Variant>& variants,
                      const Options& opts) {
   const Batches data = make_batches(m.batch, comm.rank());
-  nn::Sequential bare = nn::make_mlp(kInputs, m.hidden, kClasses);
-  bare.set_requires_input_grad(false);  // as the engine sets its model
-  auto bare_opt = make_optimizer(opts.optimizer, bare.parameters());
-  // All models are built before any is prepared: the engines point into them, so the
-  // vector must not move them afterwards.
-  std::vector<Trained> runs;
-  runs.reserve(overlaps.size());
-  for (std::size_t i = 0; i < overlaps.size(); ++i) {
-    runs.push_back(Trained{nn::make_mlp(kInputs, m.hidden, kClasses), nullptr, nullptr, {}, {}});
+  // All models are built before any engine is prepared: the engines point into them, so the
+  // vectors must not move them afterwards.
+  std::vector<Bare> bares;
+  for (const Variant& v : variants) {
+    const bool have = std::any_of(bares.begin(), bares.end(),
+                                  [&](const Bare& b) { return b.precision == v.precision; });
+    if (!have) bares.push_back(Bare{v.precision, nn::make_mlp(kInputs, m.hidden, kClasses), nullptr, {}});
   }
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    Trained& t = runs[i];
+  for (Bare& b : bares) {
+    b.model.set_requires_input_grad(false);  // as the engine sets its model
+    b.model.set_precision(b.precision);
+    b.optimizer = make_optimizer(opts.optimizer, b.model.parameters());
+  }
+  std::vector<Trained> runs;
+  runs.reserve(variants.size());
+  for (const Variant& v : variants) {
+    runs.push_back(Trained{v, nn::make_mlp(kInputs, m.hidden, kClasses), nullptr, nullptr, {}, {}, 0});
+  }
+  for (Trained& t : runs) {
     t.optimizer = make_optimizer(opts.optimizer, t.model.parameters());
     EngineConfig config;
-    config.overlap = overlaps[i];
+    config.mixed_precision = t.variant.precision;
+    config.overlap = t.variant.overlap;
+    config.grad_comm_dtype = t.variant.comm_dtype;
     config.bucket_cap_mb = opts.bucket_cap_mb;
     config.first_bucket_mb = opts.first_bucket_mb;
-    config.grad_comm_dtype = opts.grad_comm_dtype;
     config.allreduce_algorithm = opts.algorithm;
     t.engine = std::make_unique<Engine>(config, comm);
     t.engine->prepare(t.model, *t.optimizer);
   }
+  // Whatever an Engine does with the BLAS pool when it is built, the bench's choice holds.
+  nn::set_blas_threads(opts.blas_threads);
 
   nn::Tensor grad;
-  std::vector<double> compute_s;
   std::size_t k = 0;
   auto engine_step = [&](Trained& t) {
     const auto t0 = Clock::now();
@@ -181,50 +232,112 @@ std::vector<Row> run(const Communicator& comm, const Model& m, const std::vector
     ++k;
     return seconds_since(t0);
   };
-  auto bare_step = [&] {
+  auto bare_step = [&](Bare& b) {
     const auto t0 = Clock::now();
-    nn::Tensor logits = bare.forward(data.features[k % kBatches]);
+    nn::Tensor logits = b.model.forward(data.features[k % kBatches]);
     nn::cross_entropy(logits, data.labels[k % kBatches], grad);
-    bare.backward(grad);
-    bare_opt->step();
-    bare_opt->zero_grad();
+    b.model.backward(grad);
+    b.optimizer->step();
+    b.optimizer->zero_grad();
     ++k;
     return seconds_since(t0);
   };
+  // Blocks: index < bares.size() is a bare model, the rest are the engines.
+  const std::size_t blocks = bares.size() + runs.size();
   for (std::size_t i = 0; i < opts.warmup; ++i) {
-    bare_step();
+    for (Bare& b : bares) bare_step(b);
     for (Trained& t : runs) engine_step(t);
   }
   const Engine& any = *runs.front().engine;
   for (std::size_t r = 0; r < opts.repeats; ++r) {
-    any.wait_for_everyone();
-    for (std::size_t i = 0; i < opts.steps; ++i) compute_s.push_back(bare_step());
-    for (Trained& t : runs) {
-      t.engine->wait_for_everyone();
+    for (std::size_t j = 0; j < blocks; ++j) {
+      const std::size_t block = (j + r) % blocks;
+      any.wait_for_everyone();
+      if (block < bares.size()) {
+        Bare& b = bares[block];
+        for (std::size_t i = 0; i < opts.steps; ++i) b.step_s.push_back(bare_step(b));
+        continue;
+      }
+      Trained& t = runs[block - bares.size()];
+      const std::uint64_t skipped_before = t.engine->state().skipped_steps;
       for (std::size_t i = 0; i < opts.steps; ++i) {
         t.step_s.push_back(engine_step(t));
         t.exposed_s.push_back(t.engine->last_backward().comm_wait_seconds);
       }
+      t.skipped += t.engine->state().skipped_steps - skipped_before;
     }
   }
-  const double compute_ms = 1e3 * any.reduce(median(compute_s), ReduceOp::max);
   std::vector<Row> rows;
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    Trained& t = runs[i];
+  for (Trained& t : runs) {
+    const Bare& bare = *std::find_if(bares.begin(), bares.end(),
+                                     [&](const Bare& b) { return b.precision == t.variant.precision; });
     Row row;
     row.model = m.name;
     row.batch = m.batch;
-    row.overlap = overlaps[i];
+    row.precision = t.variant.precision;
+    row.comm_dtype = t.variant.comm_dtype;
+    row.overlap = t.variant.overlap;
     row.buckets = t.engine->gradient_sync()->buckets().size();
+    double wire_bytes = 0.0;
+    for (const GradientSync::Bucket& b : t.engine->gradient_sync()->buckets()) {
+      wire_bytes += static_cast<double>(b.wire_bytes);
+    }
+    row.wire_mb = wire_bytes / (1024.0 * 1024.0);
+    row.skipped = t.skipped;
     row.step_ms = 1e3 * t.engine->reduce(median(t.step_s), ReduceOp::max);
-    row.compute_ms = compute_ms;
+    row.compute_ms = 1e3 * t.engine->reduce(median(bare.step_s), ReduceOp::max);
     row.exposed_ms = 1e3 * t.engine->reduce(median(t.exposed_s), ReduceOp::max);
+    // Every rank timed the same number of steps: rank r's waits are all[r * steps + i].
+    const std::vector<double> all = t.engine->gather(std::span<const double>(t.exposed_s));
+    std::vector<double> last_rank(t.exposed_s.size(), std::numeric_limits<double>::infinity());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      double& slot = last_rank[i % last_rank.size()];
+      slot = std::min(slot, all[i]);
+    }
+    row.last_rank_ms = 1e3 * median(last_rank);
     row.overhead_ms = row.step_ms - row.compute_ms - row.exposed_ms;
     row.samples_per_s = static_cast<double>(static_cast<std::size_t>(comm.size()) * m.batch) /
                         (row.step_ms * 1e-3);
     rows.push_back(row);
   }
   return rows;
+}
+
+// Returns the comma-separated values of `list`, "all" replaced by `all`.
+std::vector<std::string> split_list(const std::string& list, const std::vector<std::string>& all) {
+  if (list == "all") return all;
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    if (std::find(all.begin(), all.end(), item) == all.end()) {
+      std::string allowed;
+      for (const std::string& a : all) allowed += (allowed.empty() ? "" : ", ") + a;
+      throw CLI::ValidationError("'" + item + "' is not one of " + allowed + ", all");
+    }
+    if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+    at = comma + 1;
+  }
+  return out;
+}
+
+// Prints, for each precision and overlap setting of `rows` (one model), the exposed
+// communication of each 16-bit wire type relative to f32.
+void print_ratios(const std::vector<Row>& rows) {
+  for (const Row& base : rows) {
+    if (base.comm_dtype != DType::f32) continue;
+    for (const Row& r : rows) {
+      if (r.comm_dtype == DType::f32 || r.precision != base.precision || r.overlap != base.overlap) continue;
+      auto ratio = [](double a, double b) { return b > 0.0 ? a / b : 0.0; };
+      std::printf("# exposed comm %s/f32  %s %s overlap %s: %.3f / %.3f ms = %.2f"
+                  "  (last rank: %.3f / %.3f ms = %.2f)\n",
+                  std::string(to_string(r.comm_dtype)).c_str(), r.model.c_str(),
+                  precision_name(r.precision).c_str(), r.overlap ? "on" : "off", r.exposed_ms,
+                  base.exposed_ms, ratio(r.exposed_ms, base.exposed_ms), r.last_rank_ms,
+                  base.last_rank_ms, ratio(r.last_rank_ms, base.last_rank_ms));
+    }
+  }
 }
 
 }  // namespace
@@ -238,6 +351,8 @@ int main(int argc, char** argv) {
     Options opts;
     std::string model = "all";
     std::string overlap = "both";
+    std::string precision_list = "fp32";
+    std::string comm_dtype_list = "f32";
     std::size_t blas = 0;
     std::string json_path;
     app.add_option("--steps", opts.steps, "timed steps per block")->check(CLI::PositiveNumber);
@@ -247,68 +362,88 @@ int main(int argc, char** argv) {
     app.add_option("--model", model, "small | large | all")->check(CLI::IsMember({"small", "large", "all"}));
     app.add_option("--overlap", overlap, "on | off | both")->check(CLI::IsMember({"on", "off", "both"}));
     app.add_option("--optimizer", opts.optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}));
+    app.add_option("--precision", precision_list,
+                   "mixed precision: comma-separated fp32, bf16, fp16, or all");
+    app.add_option("--grad-comm-dtype", comm_dtype_list,
+                   "gradients on the wire: comma-separated f32, bf16, f16, or all");
     app.add_option("--bucket-cap-mb", opts.bucket_cap_mb, "gradient bucket cap, MiB");
     app.add_option("--first-bucket-mb", opts.first_bucket_mb, "first bucket cap, MiB");
-    std::string comm_dtype = "f32";
-    app.add_option("--grad-comm-dtype", comm_dtype, "f32 | bf16 | f16 on the wire")
-        ->check(CLI::IsMember({"f32", "bf16", "f16"}));
     std::string algo = "default";
     app.add_option("--algo", algo, "allreduce algorithm: default | mpi | ring");
     app.add_option("--blas-threads", blas, "BLAS threads per rank (0: cores / ranks on node)");
     app.add_option("--json", json_path, "also write the rows as JSON");
+    std::vector<std::string> precisions;
+    std::vector<std::string> comm_dtypes;
     try {
       app.parse(argc, argv);
+      precisions = split_list(precision_list, {"fp32", "bf16", "fp16"});
+      comm_dtypes = split_list(comm_dtype_list, {"f32", "bf16", "f16"});
     } catch (const CLI::ParseError& e) {
-      return comm.rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+      // Every rank parses the same arguments, so every rank ends here; only rank 0 talks.
+      if (comm.rank() == 0) app.exit(e);
+      return e.get_exit_code() == 0 ? 0 : 2;
     }
 
-    opts.grad_comm_dtype = parse_dtype(comm_dtype);
     opts.algorithm = parse_allreduce_algorithm(algo);
-    const std::size_t threads =
+    opts.blas_threads =
         blas > 0 ? blas : nn::default_blas_threads(static_cast<std::size_t>(comm.local_size()));
-    nn::set_blas_threads(threads);
+    nn::set_blas_threads(opts.blas_threads);
 
     std::vector<Model> models;
     if (model != "large") models.push_back({"784-256-256-10", {256, 256}, 64});
     if (model != "small") models.push_back({"784-1024-1024-10", {1024, 1024}, 128});
-    std::vector<bool> overlaps;
-    if (overlap != "off") overlaps.push_back(true);
-    if (overlap != "on") overlaps.push_back(false);
+    std::vector<Variant> variants;
+    for (const std::string& p : precisions) {
+      for (const std::string& d : comm_dtypes) {
+        if (overlap != "off") variants.push_back({parse_precision(p), parse_dtype(d), true});
+        if (overlap != "on") variants.push_back({parse_precision(p), parse_dtype(d), false});
+      }
+    }
 
     if (comm.rank() == 0) {
       std::printf("# train_bench: %d rank(s) on %d node(s), %zu BLAS thread(s) per rank, %s, "
-                  "buckets %g MiB (first %g), gradients as %s (%s), %zu x %zu timed steps\n",
-                  comm.size(), comm.node_count(), threads, opts.optimizer.c_str(),
+                  "buckets %g MiB (first %g), allreduce %s, %zu x %zu timed steps per row\n",
+                  comm.size(), comm.node_count(), opts.blas_threads, opts.optimizer.c_str(),
                   opts.bucket_cap_mb, opts.first_bucket_mb,
-                  std::string(to_string(opts.grad_comm_dtype)).c_str(),
                   std::string(to_string(opts.algorithm)).c_str(), opts.repeats, opts.steps);
-      std::printf("%-18s %6s %8s %8s %9s %11s %11s %11s %12s %9s\n", "model", "batch", "overlap",
-                  "buckets", "step_ms", "samples/s", "compute_ms", "exposed_ms", "overhead_ms",
-                  "overhead%");
+      std::printf("%-18s %6s %5s %5s %8s %8s %8s %9s %11s %11s %11s %13s %12s %9s %8s\n",
+                  "model", "batch", "prec", "wire", "overlap", "buckets", "wire_MB", "step_ms",
+                  "samples/s", "compute_ms", "exposed_ms", "last_rank_ms", "overhead_ms",
+                  "overhead%", "skipped");
       std::fflush(stdout);
     }
     nlohmann::json rows = nlohmann::json::array();
     for (const Model& m : models) {
-      for (const Row& r : run(comm, m, overlaps, opts)) {
+      const std::vector<Row> model_rows = run(comm, m, variants, opts);
+      for (const Row& r : model_rows) {
         if (comm.rank() == 0) {
-          std::printf("%-18s %6zu %8s %8zu %9.3f %11.1f %11.3f %11.3f %12.3f %8.1f%%\n",
-                      r.model.c_str(), r.batch, r.overlap ? "on" : "off", r.buckets, r.step_ms,
-                      r.samples_per_s, r.compute_ms, r.exposed_ms, r.overhead_ms,
-                      100.0 * r.overhead_ms / r.step_ms);
-          std::fflush(stdout);
+          std::printf("%-18s %6zu %5s %5s %8s %8zu %8.2f %9.3f %11.1f %11.3f %11.3f %13.3f %12.3f %8.1f%% %8llu\n",
+                      r.model.c_str(), r.batch, precision_name(r.precision).c_str(),
+                      std::string(to_string(r.comm_dtype)).c_str(), r.overlap ? "on" : "off",
+                      r.buckets, r.wire_mb, r.step_ms, r.samples_per_s, r.compute_ms,
+                      r.exposed_ms, r.last_rank_ms, r.overhead_ms,
+                      100.0 * r.overhead_ms / r.step_ms, static_cast<unsigned long long>(r.skipped));
         }
-        rows.push_back({{"model", r.model}, {"batch_per_rank", r.batch}, {"overlap", r.overlap},
-                        {"buckets", r.buckets}, {"step_ms", r.step_ms},
+        rows.push_back({{"model", r.model}, {"batch_per_rank", r.batch},
+                        {"precision", precision_name(r.precision)},
+                        {"grad_comm_dtype", to_string(r.comm_dtype)}, {"overlap", r.overlap},
+                        {"buckets", r.buckets}, {"wire_mb", r.wire_mb}, {"step_ms", r.step_ms},
                         {"samples_per_s", r.samples_per_s}, {"compute_ms", r.compute_ms},
-                        {"exposed_comm_ms", r.exposed_ms}, {"overhead_ms", r.overhead_ms}});
+                        {"exposed_comm_ms", r.exposed_ms}, {"last_rank_exposed_ms", r.last_rank_ms},
+                        {"overhead_ms", r.overhead_ms},
+                        {"skipped_steps", r.skipped}});
+      }
+      if (comm.rank() == 0) {
+        print_ratios(model_rows);
+        std::fflush(stdout);
       }
     }
     if (comm.rank() == 0 && !json_path.empty()) {
       std::ofstream out(json_path);
-      out << nlohmann::json{{"world_size", comm.size()}, {"blas_threads", threads},
+      out << nlohmann::json{{"world_size", comm.size()}, {"blas_threads", opts.blas_threads},
                             {"optimizer", opts.optimizer}, {"bucket_cap_mb", opts.bucket_cap_mb},
                             {"first_bucket_mb", opts.first_bucket_mb},
-                            {"grad_comm_dtype", to_string(opts.grad_comm_dtype)}, {"rows", rows}}
+                            {"algo", to_string(opts.algorithm)}, {"rows", rows}}
                  .dump(2)
           << "\n";
       if (!out) throw std::runtime_error("cannot write " + json_path);
