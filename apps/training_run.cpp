@@ -154,9 +154,6 @@ TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm
   std::optional<data::DataLoader> test_loader;
 
   Engine engine(config_checked("config", [&] { return engine_config(config); }), comm);
-  // Dropout masks of their own on every rank (model initialisation is the same everywhere).
-  std::uint64_t purpose = 1;
-  for (auto& [path, stream] : model.random_streams()) *stream = engine.process_rng(purpose++);
 
   data::DataLoaderOptions train_options;
   train_options.batch_size = static_cast<std::size_t>(config.data.batch_size);

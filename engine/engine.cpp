@@ -199,6 +199,10 @@ void Engine::prepare(nn::Module& model, nn::Optimizer& optimizer) {
   model.set_grad_ready_hook([this](nn::Parameter& p) { sync_->mark_ready(p); });
   model.set_requires_input_grad(false);
   model.set_precision(config_.mixed_precision);
+  // Every rank its own dropout masks (as torch ranks seeded differently would draw), from
+  // streams that depend only on the seed and the rank, so a run is reproducible.
+  std::uint64_t purpose = 1;
+  for (auto& [path, stream] : model.random_streams()) *stream = process_rng(purpose++);
   model_ = &model;
   optimizer_ = &optimizer;
 }

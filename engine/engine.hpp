@@ -120,9 +120,11 @@ class Engine {
   // differing parameter, the ranks and their shapes), broadcasts rank 0's values, lays out
   // the gradient buckets (each Parameter::grad becomes a view into them) and installs the
   // grad-ready hook. The model's first layer skips its input gradient
-  // (set_requires_input_grad(false)); set_precision(mixed_precision) is applied. Every
+  // (set_requires_input_grad(false)); set_precision(mixed_precision) is applied; the model's
+  // random streams (Module::random_streams: dropout) are replaced by process_rng(1),
+  // process_rng(2), ... in order, so every rank draws its own masks, reproducibly. Every
   // optimizer parameter must be a model parameter. Model and optimizer must outlive the
-  // engine (or the next prepare).
+  // engine (or the next prepare): declare them before the engine.
   void prepare(nn::Module& model, nn::Optimizer& optimizer);
   // Same, plus the training loader (prepare_loader(loader, true)) whose last batch of an
   // epoch ends an accumulation window (sync_with_dataloader), and an optional learning-rate

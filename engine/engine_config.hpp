@@ -31,7 +31,7 @@ UnusedParameterPolicy parse_unused_parameter_policy(std::string_view name);
 // dynamic loss scaler handles it (mixed_precision bf16 or no).
 enum class NanPolicy : std::uint8_t {
   error,  // throw, on every rank, naming the step
-  skip,   // skip the optimizer step (counted in skipped_steps), zero the gradients, go on
+  skip,   // skip the optimizer step (counted in skipped_steps) and go on; zero_grad() clears them
 };
 
 // Returns "error" or "skip".

@@ -68,8 +68,6 @@ struct TrainingRun {
     config.mixed_precision = precision;
     config.project.project_dir = project;
     engine = std::make_unique<Engine>(config, comm);
-    std::uint64_t purpose = 1;
-    for (auto& [path, stream] : model.random_streams()) *stream = engine->process_rng(purpose++);
     data::SyntheticOptions d;
     d.size = 101;
     d.feature_dim = kFeatures;

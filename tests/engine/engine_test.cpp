@@ -246,6 +246,11 @@ TEST_F(EngineTest, OverlapOnAndOffGiveBitIdenticalParameters) {
     while (engine.next_batch(b)) {
       nn::Tensor logits = model.forward(b.features);
       engine.backward(nn::cross_entropy(logits, b.labels).grad);
+      // Overlap on: every bucket was launched from the grad-ready hook while backward ran;
+      // off: none was, all went after backward. One rank has nothing to communicate.
+      const BackwardTimings& t = engine.last_backward();
+      EXPECT_GT(t.buckets, 2u);
+      EXPECT_EQ(t.buckets_launched_early, overlap && comm_.size() > 1 ? t.buckets : 0u);
       engine.step();
       engine.zero_grad();
     }
@@ -758,6 +763,26 @@ TEST_F(EngineTest, SeedsGiveSharedModelStreamsAndDistinctRankStreams) {
   EXPECT_NE(engine.process_rng(0).next_u64(), engine.process_rng(1).next_u64());
   engine.set_seed(12);
   EXPECT_EQ(engine.model_rng().seed(), 12u);
+}
+
+// prepare() gives every rank its own dropout streams: identical weights, different masks.
+TEST_F(EngineTest, PrepareGivesEveryRankItsOwnDropoutMasks) {
+  nn::Sequential model = nn::make_mlp(kFeatures, kHidden, kClasses, nn::Activation::relu, 0.5f, 7);
+  nn::Sgd opt(model.parameters(), sgd_options());
+  Engine engine(EngineConfig{}, comm_);
+  engine.prepare(model, opt);
+  EXPECT_TRUE(identical_on_all_ranks(comm_, flatten(model.parameters())));
+  nn::Tensor x({64, kFeatures});
+  x.fill(1.0f);
+  const nn::Tensor y = model.forward(x);
+  std::vector<float> out(y.data(), y.data() + y.numel());
+  if (comm_.size() > 1) {
+    EXPECT_FALSE(identical_on_all_ranks(comm_, out));
+  }
+  const auto streams = model.random_streams();
+  ASSERT_EQ(streams.size(), 2u);
+  EXPECT_EQ(streams[0].second->stream(), engine.process_rng(1).stream());
+  EXPECT_EQ(streams[1].second->stream(), engine.process_rng(2).stream());
 }
 
 // ---- state -------------------------------------------------------------------------------------------------

@@ -103,9 +103,6 @@ int main(int argc, char** argv) {
     config.loss_scaler.growth_interval = 4;
     config.project.project_dir = project;
     Engine engine(config, comm);
-    // Each rank's own dropout masks.
-    std::uint64_t purpose = 1;
-    for (auto& [path, stream] : model.random_streams()) *stream = engine.process_rng(purpose++);
 
     data::SyntheticOptions data_options;
     data_options.size = 1001;
