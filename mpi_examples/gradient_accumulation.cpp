@@ -99,6 +99,7 @@ int main(int argc, char** argv) try {
   nn::Tensor grad;
   data::Batch batch;
   bool ok = true;
+  double window_loss = 0.0, window_norm = 0.0;  // sums over the current 50 steps
   for (std::size_t micro = 0; micro < kAccumulation; ++micro) {
     ok = engine.next_batch(batch) && ok;
     const nn::Tensor features = engine.gather(batch.features);  // (16 x ranks, 784)
@@ -106,7 +107,7 @@ int main(int argc, char** argv) try {
     const std::vector<std::int32_t> labels = engine.gather<std::int32_t>(batch.labels);
     all_labels.insert(all_labels.end(), labels.begin(), labels.end());
 
-    nn::cross_entropy(model.forward(batch.features), batch.labels, grad);
+    window_loss += nn::cross_entropy(model.forward(batch.features), batch.labels, grad);
     if (micro + 1 < kAccumulation) {
       auto guard = engine.no_sync();
       engine.backward(grad);  // adds to this rank's gradients; no communication
@@ -127,11 +128,12 @@ int main(int argc, char** argv) try {
                sci(clipped_norm));
   ok = ok && difference < 1e-5 && std::fabs(norm - reference_norm) <= 1e-5 * reference_norm &&
        std::fabs(clipped_norm - std::min(norm, kMaxNorm)) <= 1e-5 * kMaxNorm;
+  window_norm += norm;
   engine.step();
   engine.zero_grad();
 
   // ---- the training loop, with accumulate() --------------------------------------------------
-  double window_loss = 0.0, window_norm = 0.0, first_loss = 0.0, last_loss = 0.0;
+  double first_loss = 0.0, last_loss = 0.0;
   while (engine.step_count() < steps && engine.next_batch(batch)) {
     auto micro = engine.accumulate();  // this micro-step; decides sync_gradients()
     window_loss += nn::cross_entropy(model.forward(batch.features), batch.labels, grad);
