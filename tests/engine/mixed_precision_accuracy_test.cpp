@@ -86,6 +86,7 @@ RunResult train(const Communicator& comm, Precision precision,
   lo.seed = 2;
   data::DataLoader loader(std::move(train_set), lo);
   Engine engine(config, comm);
+  nn::set_blas_threads(1);  // after the Engine, whatever it chose: deterministic GEMMs
   engine.prepare(model, optimizer, loader);
 
   engine.wait_for_everyone();
@@ -115,7 +116,6 @@ RunResult train(const Communicator& comm, Precision precision,
 TEST(MixedPrecisionAccuracy, Bf16AndFp16EndWithinOnePointOfFp32OnFashionMnist) {
   MpiRuntime runtime;
   Communicator comm(runtime);
-  nn::set_blas_threads(1);  // deterministic GEMMs, and 2 ranks on 2 cores
   auto train_set = std::make_shared<const data::IdxDataset>(data::fashion_mnist_train_paths());
   const data::IdxDataset test(data::fashion_mnist_test_paths());
   ASSERT_EQ(train_set->size(), 60000u);
