@@ -1,4 +1,5 @@
-// Communicator: typed, size_t-counted collectives over a duplicate of MPI_COMM_WORLD.
+// Communicator: typed, size_t-counted collectives over a duplicate of MPI_COMM_WORLD (or of a
+// communicator the host hands in).
 //
 // Which algorithm AllreduceAlgorithm::default_ runs (default_allreduce_algorithm):
 //   - f32, f64, i32, i64, u8: MPI_Allreduce with MPI's own type and op, called directly on the
@@ -43,6 +44,7 @@
 #include "mpitrain/collectives/mpi_error.hpp"
 #include "mpitrain/collectives/reduce_kernels.hpp"
 #include "mpitrain/collectives/ring_allreduce.hpp"
+#include "mpitrain/collectives/scoped_errors_return.hpp"
 
 namespace mpitrain {
 namespace {
@@ -93,6 +95,31 @@ std::size_t op_index(ReduceOp op) noexcept {
 
 const std::byte* bytes(const void* p) noexcept { return static_cast<const std::byte*>(p); }
 std::byte* bytes(void* p) noexcept { return static_cast<std::byte*>(p); }
+
+// Returns the offset of each rank's block in an allgatherv output (elements), after checking
+// that recv_counts has one entry per rank and that this rank's entry is send_count; throws
+// std::invalid_argument naming `call` and the rank otherwise.
+std::vector<std::size_t> allgatherv_displacements(std::string_view call, int rank, int size,
+                                                  std::size_t send_count,
+                                                  std::span<const std::size_t> recv_counts) {
+  const std::string where = std::string(call) + " on rank " + std::to_string(rank) + ": ";
+  if (recv_counts.size() != static_cast<std::size_t>(size)) {
+    throw std::invalid_argument(where + "recv_counts has " + std::to_string(recv_counts.size()) +
+                                " entries for " + std::to_string(size) + " ranks");
+  }
+  if (recv_counts[static_cast<std::size_t>(rank)] != send_count) {
+    throw std::invalid_argument(where + "send_count " + std::to_string(send_count) +
+                                " differs from recv_counts[" + std::to_string(rank) + "] = " +
+                                std::to_string(recv_counts[static_cast<std::size_t>(rank)]));
+  }
+  std::vector<std::size_t> displs(recv_counts.size());
+  std::size_t total = 0;
+  for (std::size_t r = 0; r < recv_counts.size(); ++r) {
+    displs[r] = total;
+    total += recv_counts[r];
+  }
+  return displs;
+}
 
 }  // namespace
 
@@ -160,6 +187,8 @@ struct Request::State {
   std::size_t count = 0;
   std::vector<MPI_Request> reqs;
   std::vector<float> stage;      // fp32 staging of 16-bit averages
+  std::vector<int> counts;       // MPI_Iallgatherv's count and displacement arrays, which
+  std::vector<int> displs;       // MPI reads until the request completes
   std::function<void()> finish;  // runs once, after every request completed
   bool done = false;
 
@@ -247,10 +276,31 @@ std::span<const AllreduceAlgorithm> all_allreduce_algorithms() noexcept { return
 
 // ---- construction -----------------------------------------------------------------------------
 
-Communicator::Communicator(const MpiRuntime& runtime) : handle_(std::make_unique<Handle>()) {
+Communicator::Communicator(const MpiRuntime& runtime)
+    : Communicator(runtime, static_cast<std::int64_t>(MPI_Comm_c2f(MPI_COMM_WORLD))) {}
+
+Communicator::Communicator(const MpiRuntime& runtime, std::int64_t fortran_handle)
+    : handle_(std::make_unique<Handle>()) {
   Handle& h = *handle_;
   const int world_rank = runtime.world_rank();
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &h.comm), "MPI_Comm_dup", world_rank, 0);
+  // MPI_Fint is an int: a wider value cannot be a handle (and must not wrap onto one).
+  MPI_Comm parent = MPI_COMM_NULL;
+  if (fortran_handle >= INT_MIN && fortran_handle <= INT_MAX) {
+    parent = MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_handle));
+  }
+  // Open MPI answers an index outside its table (or a freed communicator's) with a null
+  // pointer rather than MPI_COMM_NULL; a value-initialised MPI_Comm is that null.
+  if (parent == MPI_COMM_NULL || parent == MPI_Comm{}) {
+    throw MpiError("MPI_Comm_f2c", world_rank, 0, MPI_ERR_COMM,
+                   "Fortran handle " + std::to_string(fortran_handle) +
+                       " names no communicator");
+  }
+  {
+    // The duplicate inherits the parent's handler; errors of the dup itself are raised on
+    // the parent, whose handler belongs to the host (see scoped_errors_return.hpp).
+    const detail::ScopedErrorsReturn errors_return(parent, world_rank);
+    check_mpi(MPI_Comm_dup(parent, &h.comm), "MPI_Comm_dup", world_rank, 0);
+  }
   check_mpi(MPI_Comm_set_errhandler(h.comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
             world_rank, 0);
   check_mpi(MPI_Comm_rank(h.comm, &rank_), "MPI_Comm_rank", world_rank, 0);
@@ -483,23 +533,9 @@ void Communicator::allgatherv(const void* send, std::size_t send_count, void* re
                               std::span<const std::size_t> recv_counts, DType type) const {
   ++issued_;
   const Handle& h = *handle_;
-  if (recv_counts.size() != static_cast<std::size_t>(size_)) {
-    throw std::invalid_argument("allgatherv on rank " + std::to_string(rank_) + ": recv_counts has " +
-                                std::to_string(recv_counts.size()) + " entries for " +
-                                std::to_string(size_) + " ranks");
-  }
-  if (recv_counts[static_cast<std::size_t>(rank_)] != send_count) {
-    throw std::invalid_argument("allgatherv on rank " + std::to_string(rank_) + ": send_count " +
-                                std::to_string(send_count) + " differs from recv_counts[" +
-                                std::to_string(rank_) + "] = " +
-                                std::to_string(recv_counts[static_cast<std::size_t>(rank_)]));
-  }
-  std::vector<std::size_t> displs(recv_counts.size());
-  std::size_t total = 0;
-  for (std::size_t r = 0; r < recv_counts.size(); ++r) {
-    displs[r] = total;
-    total += recv_counts[r];
-  }
+  const std::vector<std::size_t> displs =
+      allgatherv_displacements("allgatherv", rank_, size_, send_count, recv_counts);
+  const std::size_t total = displs.back() + recv_counts.back();
   if (total == 0) return;
   const std::size_t esize = dtype_bytes(type);
   const MPI_Datatype dt = mpi_type(type);
@@ -610,7 +646,14 @@ Request Communicator::ibroadcast(void* data, std::size_t count, DType type, int 
 }
 
 Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DType type,
-                                 ReduceOp op) const {
+                                 ReduceOp op, AllreduceAlgorithm algo) const {
+  if (algo == AllreduceAlgorithm::ring) {  // why: see the header
+    throw std::invalid_argument(
+        "iallreduce on rank " + std::to_string(rank_) + " (count " + std::to_string(count) +
+        "): the ring algorithm has no nonblocking form (its rounds would advance only inside "
+        "this request's test()/wait()); use algorithm mpi or default, or run the blocking "
+        "allreduce with the ring on a CommStream to overlap it");
+  }
   ++issued_;
   if (count == 0) return Request();
   const Handle& h = *handle_;
@@ -739,6 +782,99 @@ Request Communicator::iallgather(const void* send, void* recv, std::size_t send_
               "MPI_Ibcast (iallgather)", send_count);
     });
   }
+  return Request(std::move(state));
+}
+
+Request Communicator::iallgatherv(const void* send, std::size_t send_count, void* recv,
+                                  std::span<const std::size_t> recv_counts, DType type) const {
+  ++issued_;
+  const Handle& h = *handle_;
+  const std::vector<std::size_t> displs =
+      allgatherv_displacements("iallgatherv", rank_, size_, send_count, recv_counts);
+  const std::size_t total = displs.back() + recv_counts.back();
+  if (total == 0) return Request();
+  auto state = new_state(rank_, "MPI_Iallgatherv", send_count);
+  Request::State* st = state.get();
+  const std::size_t esize = dtype_bytes(type);
+  const MPI_Datatype dt = mpi_type(type);
+  std::byte* own = bytes(recv) + displs[static_cast<std::size_t>(rank_)] * esize;
+  const bool in_place = send == own;
+  if (total <= h.max_call) {
+    // MPI reads the count and displacement arrays until the request completes: the state
+    // owns them.
+    st->counts.resize(recv_counts.size());
+    st->displs.resize(recv_counts.size());
+    for (std::size_t r = 0; r < recv_counts.size(); ++r) {
+      st->counts[r] = static_cast<int>(recv_counts[r]);
+      st->displs[r] = static_cast<int>(displs[r]);
+    }
+    st->reqs.emplace_back();
+    h.check(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send, static_cast<int>(send_count), dt,
+                            recv, st->counts.data(), st->displs.data(), dt, h.comm,
+                            &st->reqs.back()),
+            "MPI_Iallgatherv", send_count);
+    return Request(std::move(state));
+  }
+  st->call = "MPI_Ibcast (iallgatherv)";
+  if (!in_place && send_count > 0) std::memcpy(own, send, send_count * esize);
+  for (int r = 0; r < size_; ++r) {
+    std::byte* block = bytes(recv) + displs[static_cast<std::size_t>(r)] * esize;
+    Handle::pieces(recv_counts[static_cast<std::size_t>(r)], h.max_call,
+                   [&](std::size_t off, std::size_t len) {
+                     st->reqs.emplace_back();
+                     h.check(MPI_Ibcast(block + off * esize, static_cast<int>(len), dt, r, h.comm,
+                                        &st->reqs.back()),
+                             "MPI_Ibcast (iallgatherv)", send_count);
+                   });
+  }
+  return Request(std::move(state));
+}
+
+Request Communicator::igather(const void* send, void* recv, std::size_t send_count, DType type,
+                              int root) const {
+  ++issued_;
+  const Handle& h = *handle_;
+  h.check_root("MPI_Igather", root, send_count);
+  if (send_count == 0) return Request();
+  auto state = new_state(rank_, "MPI_Igather", send_count);
+  Request::State* st = state.get();
+  const std::size_t esize = dtype_bytes(type);
+  const MPI_Datatype dt = mpi_type(type);
+  const bool is_root = rank_ == root;
+  std::byte* own = is_root ? bytes(recv) + static_cast<std::size_t>(root) * send_count * esize
+                           : nullptr;
+  const bool in_place = is_root && send == own;
+  if (send_count * static_cast<std::size_t>(size_) <= h.max_call) {
+    st->reqs.emplace_back();
+    h.check(MPI_Igather(in_place ? MPI_IN_PLACE : send, static_cast<int>(send_count), dt, recv,
+                        static_cast<int>(send_count), dt, root, h.comm, &st->reqs.back()),
+            "MPI_Igather", send_count);
+    return Request(std::move(state));
+  }
+  // Too long for one call: point-to-point pieces to the root, as gather does. Every message
+  // from one rank to the root carries the same tag and is posted at issue time, so pieces
+  // match in order even with other gathers in flight (MPI does not let messages overtake).
+  st->call = "MPI_Isend/MPI_Irecv (igather)";
+  if (!is_root) {
+    Handle::pieces(send_count, h.max_call, [&](std::size_t off, std::size_t len) {
+      st->reqs.emplace_back();
+      h.check(MPI_Isend(bytes(send) + off * esize, static_cast<int>(len), dt, root, kGatherTag,
+                        h.comm, &st->reqs.back()),
+              "MPI_Isend (igather)", send_count);
+    });
+    return Request(std::move(state));
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r == root) continue;
+    std::byte* block = bytes(recv) + static_cast<std::size_t>(r) * send_count * esize;
+    Handle::pieces(send_count, h.max_call, [&](std::size_t off, std::size_t len) {
+      st->reqs.emplace_back();
+      h.check(MPI_Irecv(block + off * esize, static_cast<int>(len), dt, r, kGatherTag, h.comm,
+                        &st->reqs.back()),
+              "MPI_Irecv (igather)", send_count);
+    });
+  }
+  if (!in_place) std::memcpy(own, send, send_count * esize);
   return Request(std::move(state));
 }
 

@@ -64,6 +64,14 @@ class Communicator {
   // Duplicates MPI_COMM_WORLD of the given runtime (collective: every rank constructs one)
   // and finds the node layout. The destructor frees the MPI objects unless MPI is finalised.
   explicit Communicator(const MpiRuntime& runtime);
+  // Duplicates the host's communicator given by its Fortran handle: MPI_Comm_c2f(comm) in C
+  // and C++, the INTEGER handle in Fortran's `mpi` module, comm%MPI_VAL in `mpi_f08`. For an
+  // HPC code that hands mpitrain a sub-communicator (MPI_Comm_split, ...). Collective over
+  // that communicator. The host keeps ownership: mpitrain works on its own duplicate, so the
+  // host may free its communicator as soon as this returns. A handle that names no
+  // communicator (MPI_COMM_NULL's, or one outside the valid range) throws MpiError
+  // (MPI_ERR_COMM) without calling a collective.
+  Communicator(const MpiRuntime& runtime, std::int64_t fortran_handle);
   ~Communicator();
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;
@@ -123,15 +131,32 @@ class Communicator {
   // Like allgather, but only `root` receives (recv may be empty elsewhere).
   void gather(const void* send, void* recv, std::size_t send_count, DType type, int root) const;
 
-  // Nonblocking forms: same arguments and results as the blocking calls (iallreduce uses
-  // MPI's algorithm); the buffers must stay untouched until the Request completes.
+  // Nonblocking forms: same arguments and results as the blocking calls; the buffers must
+  // stay untouched until the Request completes. Each posts MPI's nonblocking collectives
+  // (MPI_Iallreduce, ...), which MPI progresses whenever this rank is inside MPI, and which
+  // may complete in any order.
+  //
+  // iallreduce runs MPI's algorithm only: `algo` may be mpi or default_ (which, for the
+  // nonblocking form, is MPI's algorithm for every type, 16-bit ones included); ring throws
+  // std::invalid_argument before anything is posted. Why: the ring is 2(n-1) dependent rounds
+  // of point-to-point messages, each posted after the previous one arrived and was combined.
+  // MPI knows nothing of that schedule, so a nonblocking ring could only advance inside its
+  // own Request::test()/wait(): a rank blocked in another collective, or waiting on another
+  // request first, would stop its neighbours' rings, which MPI's nonblocking collectives
+  // allow and a user-level ring would turn into a deadlock. The ring overlaps compute the
+  // other way: CommStream runs the blocking allreduce (ring included) on its worker thread.
   Request ibarrier() const;
   Request ibroadcast(void* data, std::size_t count, DType type, int root) const;
-  Request iallreduce(const void* send, void* recv, std::size_t count, DType type,
-                     ReduceOp op) const;
+  Request iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op,
+                     AllreduceAlgorithm algo = AllreduceAlgorithm::mpi) const;
   Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
                           ReduceOp op) const;
   Request iallgather(const void* send, void* recv, std::size_t send_count, DType type) const;
+  // recv_counts is copied: the span need not outlive the call.
+  Request iallgatherv(const void* send, std::size_t send_count, void* recv,
+                      std::span<const std::size_t> recv_counts, DType type) const;
+  Request igather(const void* send, void* recv, std::size_t send_count, DType type,
+                  int root) const;
 
   // ---- typed front ends ----------------------------------------------------------------------
   template <class T> void broadcast(std::span<T> data, int root) const {

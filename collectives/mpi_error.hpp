@@ -1,6 +1,9 @@
 #pragma once
 // Errors raised by the collectives module: every failed MPI call becomes an MpiError whose
-// message names the call, the rank and the element count involved.
+// message names the call, the rank and the element count involved, then MPI's error string
+// for the code (or "MPI error code N" when MPI cannot describe it: an invalid code, or MPI
+// not running), then any detail:
+//   "MPI_Allreduce failed on rank 3 (count 1001): MPI_ERR_COUNT: invalid count argument"
 
 #include <cstddef>
 #include <stdexcept>

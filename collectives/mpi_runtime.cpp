@@ -2,9 +2,11 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <string>
 
 #include "mpitrain/collectives/mpi_error.hpp"
+#include "mpitrain/collectives/scoped_errors_return.hpp"
 
 namespace mpitrain {
 namespace {
@@ -52,8 +54,12 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv, ThreadLevel required) {
     owns_ = true;
   }
   provided_ = from_mpi(provided);
-  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_), "MPI_Comm_rank", -1, 0);
-  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world_size_), "MPI_Comm_size", world_rank_, 0);
+  {
+    // MPI_COMM_WORLD's handler is the host's (by default fatal): return errors instead.
+    const detail::ScopedErrorsReturn errors_return(MPI_COMM_WORLD, -1);
+    check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_), "MPI_Comm_rank", -1, 0);
+    check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world_size_), "MPI_Comm_size", world_rank_, 0);
+  }
   if (provided < to_mpi(required)) {
     const std::string detail = std::string("MPI provides ") + to_string(provided_) +
                                " but mpitrain needs " + to_string(required);
@@ -75,7 +81,9 @@ std::string MpiRuntime::library_version() {
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
   check_mpi(MPI_Get_library_version(version, &len), "MPI_Get_library_version", -1, 0);
-  return std::string(version, static_cast<std::size_t>(len));
+  // Open MPI 4.1 counts the terminating NUL in len: stop at the first NUL.
+  const std::size_t limit = std::min(static_cast<std::size_t>(std::max(len, 0)), sizeof version);
+  return std::string(version, std::find(version, version + limit, '\0'));
 }
 
 }  // namespace mpitrain

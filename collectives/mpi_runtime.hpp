@@ -4,6 +4,8 @@
 // Constructing one initialises MPI with the requested thread level, unless the host program
 // already initialised MPI: then it adopts that MPI, checks the thread level, and never
 // finalises it (a library linked into an HPC job must not finalise MPI it does not own).
+// Failures throw MpiError: the calls on MPI_COMM_WORLD run with MPI_ERRORS_RETURN set for
+// their duration (the host's handler, fatal by default, is restored before returning).
 
 #include <string>
 

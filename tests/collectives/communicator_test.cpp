@@ -1,11 +1,13 @@
 // Communicator: every collective and type against closed-form results (counts 0, 1, below the
-// world size, odd, large), in place and out of place, blocking and nonblocking; results
-// bitwise identical on every rank; splitting into pieces (with a lowered per-call limit);
-// topology; error paths; the collectives_issued counter.
+// world size, odd, large), in place and out of place, blocking and nonblocking (completed in
+// any order); results bitwise identical on every rank; splitting into pieces (with a lowered
+// per-call limit); topology; communicators handed in by the host (a world split in halves);
+// error paths; the collectives_issued counter.
 
 #include "mpitrain/collectives/communicator.hpp"
 
 #include <gtest/gtest.h>
+#include <mpi.h>  // the host's side of the tests of communicators handed in by a host
 
 #include <algorithm>
 #include <cstdint>
@@ -38,6 +40,41 @@ class CommunicatorTest : public ::testing::Test {
   // Counts 0, 1, below the world size, small odd, and odd above a thousand.
   std::vector<std::size_t> small_counts() const {
     return {0, 1, std::max<std::size_t>(n() - 1, 2), 5, 1001};
+  }
+  // small_counts() and a large odd count (1 MiB of f32 and more: MPI's large-message
+  // protocols).
+  std::vector<std::size_t> counts_with_large() const {
+    std::vector<std::size_t> counts = small_counts();
+    counts.push_back((std::size_t{1} << 18) + 3);
+    return counts;
+  }
+  // Returns the allgather result: block r holds rank r's inputs at [0, count).
+  Buffer gathered(DType t, std::size_t count) const {
+    Buffer expect(count * n(), t);
+    for (int r = 0; r < size(); ++r) {
+      for (std::size_t i = 0; i < count; ++i) {
+        expect.set(static_cast<std::size_t>(r) * count + i, value(t, r, i));
+      }
+    }
+    return expect;
+  }
+  // Rank r's allgatherv count when every count is scaled by `scale`: scale * ((3 r + 1) mod 5),
+  // i.e. scale * (1, 4, 2, 0), so one rank sends nothing at 4 ranks.
+  std::vector<std::size_t> uneven_counts(std::size_t scale) const {
+    std::vector<std::size_t> counts(n());
+    for (std::size_t r = 0; r < n(); ++r) counts[r] = scale * ((3 * r + 1) % 5);
+    return counts;
+  }
+  // Returns the allgatherv result for `counts`: rank r's inputs at [0, counts[r]), packed.
+  Buffer gathered_v(DType t, const std::vector<std::size_t>& counts) const {
+    Buffer expect(std::accumulate(counts.begin(), counts.end(), std::size_t{0}), t);
+    std::size_t at = 0;
+    for (int r = 0; r < size(); ++r) {
+      for (std::size_t i = 0; i < counts[static_cast<std::size_t>(r)]; ++i) {
+        expect.set(at++, value(t, r, i));
+      }
+    }
+    return expect;
   }
   bool identical(const Buffer& b) const {
     return test::identical_on_all_ranks(comm_, b.data(), b.bytes.size());
@@ -178,14 +215,9 @@ TEST_F(CommunicatorTest, ReduceScatterEveryTypeAndOp) {
 
 TEST_F(CommunicatorTest, AllgatherInPlaceAndOutOfPlace) {
   for (DType t : kAllTypes) {
-    for (std::size_t count : small_counts()) {
+    for (std::size_t count : counts_with_large()) {
       SCOPED_TRACE(describe(t, ReduceOp::sum, count));
-      Buffer expect(count * n(), t);
-      for (int r = 0; r < size(); ++r) {
-        for (std::size_t i = 0; i < count; ++i) {
-          expect.set(static_cast<std::size_t>(r) * count + i, value(t, r, i));
-        }
-      }
+      const Buffer expect = gathered(t, count);
       const Buffer send = inputs(t, rank(), count);
       Buffer out(count * n(), t);
       out.poison();
@@ -205,24 +237,24 @@ TEST_F(CommunicatorTest, AllgatherInPlaceAndOutOfPlace) {
 }
 
 TEST_F(CommunicatorTest, AllgathervUnevenCountsIncludingZero) {
-  // Rank r sends (3 r + 1) mod 5 elements: 1, 4, 2, 0, ...
-  std::vector<std::size_t> counts(n());
-  for (std::size_t r = 0; r < n(); ++r) counts[r] = (3 * r + 1) % 5;
-  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
-  for (DType t : kAllTypes) {
-    SCOPED_TRACE(std::string(to_string(t)));
-    Buffer expect(total, t);
-    std::size_t at = 0;
-    for (int r = 0; r < size(); ++r) {
-      for (std::size_t i = 0; i < counts[static_cast<std::size_t>(r)]; ++i) expect.set(at++, value(t, r, i));
+  // Rank r sends scale * ((3 r + 1) mod 5) elements: scale * (1, 4, 2, 0, ...); the large
+  // scale gives each rank up to a million elements.
+  for (std::size_t scale : {std::size_t{1}, (std::size_t{1} << 18) + 3}) {
+    const std::vector<std::size_t> counts = uneven_counts(scale);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    for (DType t : kAllTypes) {
+      SCOPED_TRACE(std::string(to_string(t)) + " scale " + std::to_string(scale));
+      const Buffer expect = gathered_v(t, counts);
+      const std::size_t mine = counts[static_cast<std::size_t>(rank())];
+      const Buffer send = inputs(t, rank(), mine);
+      Buffer out(total, t);
+      out.poison();
+      comm_.allgatherv(send.data(), mine, out.data(), counts, t);
+      EXPECT_EQ(out.bytes, expect.bytes);
     }
-    const std::size_t mine = counts[static_cast<std::size_t>(rank())];
-    const Buffer send = inputs(t, rank(), mine);
-    Buffer out(total, t);
-    out.poison();
-    comm_.allgatherv(send.data(), mine, out.data(), counts, t);
-    EXPECT_EQ(out.bytes, expect.bytes);
   }
+  const std::vector<std::size_t> counts = uneven_counts(1);
+  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
   // Every count zero: nothing to do, nothing touched.
   std::vector<std::size_t> zeros(n(), 0);
   comm_.allgatherv<float>(std::span<const float>(), std::span<float>(), zeros);
@@ -237,8 +269,8 @@ TEST_F(CommunicatorTest, AllgathervUnevenCountsIncludingZero) {
 }
 
 TEST_F(CommunicatorTest, GatherToEveryRoot) {
-  for (DType t : {DType::f32, DType::bf16, DType::u8, DType::i64}) {
-    for (std::size_t count : small_counts()) {
+  for (DType t : kAllTypes) {
+    for (std::size_t count : counts_with_large()) {
       for (int root = 0; root < size(); ++root) {
         SCOPED_TRACE(describe(t, ReduceOp::sum, count) + " root " + std::to_string(root));
         const Buffer send = inputs(t, rank(), count);
@@ -287,47 +319,198 @@ TEST_F(CommunicatorTest, TypedFrontEnds) {
 
 // ---- nonblocking collectives ----------------------------------------------------------------
 
-TEST_F(CommunicatorTest, NonblockingCollectives) {
-  const std::size_t count = 1001;
+TEST_F(CommunicatorTest, NonblockingAllreduceEveryTypeOpAndCount) {
   for (DType t : kAllTypes) {
     for (ReduceOp op : kAllOps) {
-      SCOPED_TRACE(describe(t, op, count));
-      const Buffer send = inputs(t, rank(), count);
-      Buffer out(count, t);
-      out.poison();
-      Request r = comm_.iallreduce(send.data(), out.data(), count, t, op);
-      while (!r.test()) {
+      for (std::size_t count : counts_with_large()) {
+        SCOPED_TRACE(describe(t, op, count));
+        const Buffer send = inputs(t, rank(), count);
+        Buffer out(count, t);
+        out.poison();
+        Request r = comm_.iallreduce(send.data(), out.data(), count, t, op);
+        while (!r.test()) {
+        }
+        EXPECT_TRUE(r.test());  // stays complete
+        r.wait();               // and waiting again is a no-op
+        EXPECT_EQ(mismatches(out, op, size()), 0u);
+        EXPECT_TRUE(identical(out));
+
+        Buffer inplace = inputs(t, rank(), count);
+        comm_.iallreduce(inplace.data(), inplace.data(), count, t, op).wait();
+        EXPECT_EQ(inplace.bytes, out.bytes);
       }
-      EXPECT_TRUE(r.test());  // stays complete
-      r.wait();               // and waiting again is a no-op
-      EXPECT_EQ(mismatches(out, op, size()), 0u);
-      EXPECT_TRUE(identical(out));
-
-      Buffer inplace = inputs(t, rank(), count);
-      comm_.iallreduce(inplace.data(), inplace.data(), count, t, op).wait();
-      EXPECT_EQ(inplace.bytes, out.bytes);
-
-      const Buffer rs_send = inputs(t, rank(), 5 * n());
-      Buffer rs_out(5, t);
-      comm_.ireduce_scatter(rs_send.data(), rs_out.data(), 5, t, op).wait();
-      EXPECT_EQ(mismatches(rs_out, op, size(), 5 * static_cast<std::size_t>(rank())), 0u);
-    }
-    Buffer b = rank() == 0 ? inputs(t, 0, count) : Buffer(count, t);
-    Request rb = comm_.ibroadcast(b.data(), count, t, 0);
-    rb.wait();
-    EXPECT_EQ(b.bytes, inputs(t, 0, count).bytes);
-
-    const Buffer ag_send = inputs(t, rank(), 3);
-    Buffer ag_out(3 * n(), t);
-    comm_.iallgather(ag_send.data(), ag_out.data(), 3, t).wait();
-    for (int r = 0; r < size(); ++r) {
-      for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(ag_out[static_cast<std::size_t>(r) * 3 + i], value(t, r, i));
     }
   }
-  comm_.ibarrier().wait();
   // Count 0 completes at once.
   Request none = comm_.iallreduce(nullptr, nullptr, 0, DType::f32, ReduceOp::sum);
   EXPECT_TRUE(none.test());
+}
+
+TEST_F(CommunicatorTest, NonblockingAllreduceAlgorithms) {
+  // mpi and default (for the nonblocking form: MPI's algorithm, 16-bit types included) give
+  // the closed-form results; the ring is refused before anything is posted, on every rank.
+  const std::size_t count = (std::size_t{1} << 20) + 1;  // the blocking default rings here
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    for (AllreduceAlgorithm algo : {AllreduceAlgorithm::mpi, AllreduceAlgorithm::default_}) {
+      SCOPED_TRACE(describe(t, ReduceOp::sum, count) + " " + std::string(to_string(algo)));
+      Buffer b = inputs(t, rank(), count);
+      comm_.iallreduce(b.data(), b.data(), count, t, ReduceOp::sum, algo).wait();
+      EXPECT_EQ(mismatches(b, ReduceOp::sum, size()), 0u);
+    }
+  }
+  const std::uint64_t issued = comm_.collectives_issued();
+  float x = 1.0f;
+  try {
+    comm_.iallreduce(&x, &x, 1, DType::f32, ReduceOp::sum, AllreduceAlgorithm::ring);
+    FAIL() << "iallreduce accepted the ring algorithm";
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("iallreduce"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank " + std::to_string(rank())), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ring"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("CommStream"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(comm_.collectives_issued(), issued);  // nothing was issued
+  EXPECT_EQ(x, 1.0f);
+  EXPECT_EQ(comm_.allreduce_value(1, ReduceOp::sum), size());  // and nothing is pending
+}
+
+TEST_F(CommunicatorTest, NonblockingReduceScatterEveryTypeOpAndCount) {
+  for (DType t : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      for (std::size_t block : counts_with_large()) {
+        SCOPED_TRACE(describe(t, op, block));
+        const Buffer send = inputs(t, rank(), block * n());
+        Buffer out(block, t);
+        out.poison();
+        comm_.ireduce_scatter(send.data(), out.data(), block, t, op).wait();
+        EXPECT_EQ(mismatches(out, op, size(), static_cast<std::size_t>(rank()) * block), 0u);
+      }
+    }
+  }
+}
+
+TEST_F(CommunicatorTest, NonblockingBroadcastAllgatherAndGather) {
+  for (DType t : kAllTypes) {
+    for (std::size_t count : counts_with_large()) {
+      SCOPED_TRACE(describe(t, ReduceOp::sum, count));
+      const int root = static_cast<int>(count % n());  // roots vary with the count
+      Buffer b = rank() == root ? inputs(t, root, count) : Buffer(count, t);
+      if (rank() != root) b.poison();
+      comm_.ibroadcast(b.data(), count, t, root).wait();
+      EXPECT_EQ(b.bytes, inputs(t, root, count).bytes);
+
+      const Buffer expect = gathered(t, count);
+      const Buffer send = inputs(t, rank(), count);
+      Buffer ag(count * n(), t);
+      ag.poison();
+      comm_.iallgather(send.data(), ag.data(), count, t).wait();
+      EXPECT_EQ(ag.bytes, expect.bytes);
+      // In place: our block already sits at block rank() of the output.
+      Buffer inplace(count * n(), t);
+      inplace.poison();
+      std::byte* own = inplace.bytes.data() + static_cast<std::size_t>(rank()) * send.bytes.size();
+      std::copy(send.bytes.begin(), send.bytes.end(), own);
+      comm_.iallgather(own, inplace.data(), count, t).wait();
+      EXPECT_EQ(inplace.bytes, expect.bytes);
+
+      for (int g = 0; g < size(); ++g) {
+        Buffer out(rank() == g ? count * n() : 0, t);
+        out.poison();
+        comm_.igather(send.data(), out.data(), count, t, g).wait();
+        if (rank() == g) {
+          EXPECT_EQ(out.bytes, expect.bytes) << "root " << g;
+        }
+      }
+      // In-place gather at the root.
+      Buffer at_root(rank() == root ? count * n() : 0, t);
+      at_root.poison();
+      const void* gsend = send.data();
+      if (rank() == root) {
+        std::byte* slot = at_root.bytes.data() + static_cast<std::size_t>(root) * send.bytes.size();
+        std::copy(send.bytes.begin(), send.bytes.end(), slot);
+        gsend = slot;
+      }
+      comm_.igather(gsend, at_root.data(), count, t, root).wait();
+      if (rank() == root) {
+        EXPECT_EQ(at_root.bytes, expect.bytes);
+      }
+    }
+  }
+  EXPECT_THROW(comm_.igather(nullptr, nullptr, 1, DType::f32, size()), MpiError);
+  EXPECT_THROW(comm_.igather(nullptr, nullptr, 1, DType::f32, -1), MpiError);
+  comm_.ibarrier().wait();
+}
+
+TEST_F(CommunicatorTest, NonblockingAllgathervUnevenCountsIncludingZero) {
+  for (std::size_t scale : {std::size_t{1}, std::size_t{3}, (std::size_t{1} << 18) + 3}) {
+    const std::vector<std::size_t> counts = uneven_counts(scale);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    const std::size_t offset = std::accumulate(counts.begin(), counts.begin() + rank(), std::size_t{0});
+    for (DType t : kAllTypes) {
+      SCOPED_TRACE(std::string(to_string(t)) + " scale " + std::to_string(scale));
+      const Buffer expect = gathered_v(t, counts);
+      const std::size_t mine = counts[static_cast<std::size_t>(rank())];
+      const Buffer send = inputs(t, rank(), mine);
+      Buffer out(total, t);
+      out.poison();
+      Request r;
+      {
+        // The counts need not outlive the call: the request keeps its own copy.
+        const std::vector<std::size_t> scratch = counts;
+        r = comm_.iallgatherv(send.data(), mine, out.data(), scratch, t);
+      }
+      r.wait();
+      EXPECT_EQ(out.bytes, expect.bytes);
+      // In place: our block already sits at its offset in the output.
+      Buffer inplace(total, t);
+      inplace.poison();
+      std::byte* own = inplace.bytes.data() + offset * dtype_bytes(t);
+      std::copy(send.bytes.begin(), send.bytes.end(), own);
+      comm_.iallgatherv(own, mine, inplace.data(), counts, t).wait();
+      EXPECT_EQ(inplace.bytes, expect.bytes);
+    }
+  }
+  // Every count zero completes at once.
+  const std::vector<std::size_t> zeros(n(), 0);
+  Request none = comm_.iallgatherv(nullptr, 0, nullptr, zeros, DType::f32);
+  EXPECT_TRUE(none.test());
+  // Counts that do not fit throw before anything is posted.
+  const std::vector<std::size_t> wrong_length(n() + 1, 1);
+  float x = 0.0f;
+  EXPECT_THROW(comm_.iallgatherv(&x, 1, &x, wrong_length, DType::f32), std::invalid_argument);
+  const std::vector<std::size_t> wrong_own(n(), 2);
+  EXPECT_THROW(comm_.iallgatherv(&x, 1, &x, wrong_own, DType::f32), std::invalid_argument);
+}
+
+TEST_F(CommunicatorTest, NonblockingCollectivesCompleteInAnyOrder) {
+  // Several collectives in flight at once, completed in issue order on even ranks and in
+  // reverse order on odd ranks (MPI allows any order).
+  const std::size_t count = 4099;
+  const DType t = DType::bf16;
+  const Buffer send = inputs(t, rank(), count);
+  Buffer sum(count, t);
+  Buffer avg(count, t);
+  Buffer ag(count * n(), t);
+  const std::vector<std::size_t> counts = uneven_counts(7);
+  Buffer agv(std::accumulate(counts.begin(), counts.end(), std::size_t{0}), t);
+  const Buffer agv_send = inputs(t, rank(), counts[static_cast<std::size_t>(rank())]);
+  Buffer gathered_at_0(rank() == 0 ? count * n() : 0, t);
+  std::vector<Request> reqs;
+  reqs.push_back(comm_.iallreduce(send.data(), sum.data(), count, t, ReduceOp::sum));
+  reqs.push_back(comm_.iallgatherv(agv_send.data(), agv_send.count, agv.data(), counts, t));
+  reqs.push_back(comm_.iallreduce(send.data(), avg.data(), count, t, ReduceOp::avg));
+  reqs.push_back(comm_.igather(send.data(), gathered_at_0.data(), count, t, 0));
+  reqs.push_back(comm_.iallgather(send.data(), ag.data(), count, t));
+  if (rank() % 2 == 1) std::reverse(reqs.begin(), reqs.end());
+  for (Request& r : reqs) r.wait();
+  EXPECT_EQ(mismatches(sum, ReduceOp::sum, size()), 0u);
+  EXPECT_EQ(mismatches(avg, ReduceOp::avg, size()), 0u);
+  EXPECT_EQ(ag.bytes, gathered(t, count).bytes);
+  EXPECT_EQ(agv.bytes, gathered_v(t, counts).bytes);
+  if (rank() == 0) {
+    EXPECT_EQ(gathered_at_0.bytes, gathered(t, count).bytes);
+  }
 }
 
 TEST_F(CommunicatorTest, RequestDestructorAndMoveWait) {
@@ -406,6 +589,9 @@ TEST_F(CommunicatorTest, PiecesWhenCountsExceedThePerCallLimit) {
     ag.poison();
     comm_.allgatherv(send.data(), block, ag.data(), counts, t);
     EXPECT_EQ(ag.bytes, expect.bytes);
+    ag.poison();
+    comm_.iallgatherv(send.data(), block, ag.data(), counts, t).wait();
+    EXPECT_EQ(ag.bytes, expect.bytes);
     for (int root = 0; root < size(); ++root) {
       Buffer g(rank() == root ? block * n() : 0, t);
       g.poison();
@@ -413,8 +599,92 @@ TEST_F(CommunicatorTest, PiecesWhenCountsExceedThePerCallLimit) {
       if (rank() == root) {
         EXPECT_EQ(g.bytes, expect.bytes);
       }
+      g.poison();
+      comm_.igather(send.data(), g.data(), block, t, root).wait();
+      if (rank() == root) {
+        EXPECT_EQ(g.bytes, expect.bytes);
+      }
     }
   }
+}
+
+// ---- communicators handed in by the host --------------------------------------------------------
+// These tests play the HPC host: it calls MPI itself to make its own communicator and hands
+// mpitrain the Fortran handle.
+
+TEST_F(CommunicatorTest, HalvesOfTheWorldFromFortranHandles) {
+  // World ranks [0, h) form the lower half and [h, size) the upper one, h = ceil(size / 2)
+  // (one rank: only the lower half; three ranks: halves of 2 and 1).
+  const int h = (size() + 1) / 2;
+  const int half = rank() < h ? 0 : 1;
+  const int first = half == 0 ? 0 : h;
+  const int members = half == 0 ? h : size() - h;
+  MPI_Comm host = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, half, rank(), &host), MPI_SUCCESS);
+  Communicator sub(runtime_, static_cast<std::int64_t>(MPI_Comm_c2f(host)));
+  // The host keeps ownership: mpitrain works on its own duplicate, so freeing the host's
+  // communicator now leaves `sub` working.
+  ASSERT_EQ(MPI_Comm_free(&host), MPI_SUCCESS);
+
+  EXPECT_EQ(sub.size(), members);
+  EXPECT_EQ(sub.rank(), rank() - first);
+  EXPECT_GE(sub.local_size(), 1);
+  EXPECT_LE(sub.local_size(), sub.size());
+  EXPECT_GE(sub.node_count(), 1);
+  EXPECT_LE(sub.node_count(), comm_.node_count());
+  // The sum of the world ranks of the half: first + (first + 1) + ... + (first + members - 1).
+  EXPECT_EQ(sub.allreduce_value(rank(), ReduceOp::sum), members * first + members * (members - 1) / 2);
+  EXPECT_EQ(sub.allreduce_value(rank(), ReduceOp::min), first);
+  EXPECT_EQ(sub.allgather_value(rank()).size(), static_cast<std::size_t>(members));
+
+  // Every type, op and algorithm over the half's ranks (the closed form of sub.size() ranks),
+  // both halves at the same time.
+  for (AllreduceAlgorithm algo : all_allreduce_algorithms()) {
+    for (DType t : kAllTypes) {
+      for (ReduceOp op : kAllOps) {
+        for (std::size_t count : {std::size_t{1}, std::size_t{5}, (std::size_t{1} << 16) + 3}) {
+          SCOPED_TRACE(describe(t, op, count) + " " + std::string(to_string(algo)) + " half " +
+                       std::to_string(half));
+          Buffer b = inputs(t, sub.rank(), count);
+          sub.allreduce(b.data(), b.data(), count, t, op, algo);
+          EXPECT_EQ(mismatches(b, op, sub.size()), 0u);
+          EXPECT_TRUE(test::identical_on_all_ranks(sub, b.data(), b.bytes.size()));
+        }
+      }
+    }
+  }
+  Buffer nb = inputs(DType::f32, sub.rank(), 1001);
+  sub.iallreduce(nb.data(), nb.data(), 1001, DType::f32, ReduceOp::avg).wait();
+  EXPECT_EQ(mismatches(nb, ReduceOp::avg, sub.size()), 0u);
+  // The world communicator is untouched by the halves' traffic.
+  EXPECT_EQ(comm_.allreduce_value(1, ReduceOp::sum), size());
+}
+
+TEST_F(CommunicatorTest, WorldFromItsFortranHandleMatchesTheDefault) {
+  Communicator world(runtime_, static_cast<std::int64_t>(MPI_Comm_c2f(MPI_COMM_WORLD)));
+  EXPECT_EQ(world.rank(), comm_.rank());
+  EXPECT_EQ(world.size(), comm_.size());
+  EXPECT_EQ(world.local_rank(), comm_.local_rank());
+  EXPECT_EQ(world.node_index(), comm_.node_index());
+  EXPECT_EQ(world.allreduce_value(rank() + 1, ReduceOp::sum), size() * (size() + 1) / 2);
+}
+
+TEST_F(CommunicatorTest, FortranHandleThatNamesNoCommunicatorThrows) {
+  // MPI_COMM_NULL's handle, a negative one, one past any table, one wider than MPI_Fint.
+  const std::int64_t null_handle = MPI_Comm_c2f(MPI_COMM_NULL);
+  for (std::int64_t bad : {null_handle, std::int64_t{-1}, std::int64_t{1} << 20,
+                           std::int64_t{1} << 40}) {
+    try {
+      Communicator c(runtime_, bad);
+      FAIL() << "accepted Fortran handle " << bad;
+    } catch (const MpiError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(e.code(), MPI_ERR_COMM);
+      EXPECT_NE(msg.find("Fortran handle " + std::to_string(bad)), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rank " + std::to_string(rank())), std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(comm_.allreduce_value(1, ReduceOp::sum), size());  // nothing was left half-done
 }
 
 // ---- errors and counting ----------------------------------------------------------------------
@@ -480,7 +750,10 @@ TEST_F(CommunicatorTest, CountsOneIssuedCollectivePerCall) {
   comm_.iallreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::max).wait();
   comm_.ibarrier().wait();
   (void)comm_.allreduce_value(1, ReduceOp::sum);
-  EXPECT_EQ(comm_.collectives_issued() - before, 10u);
+  std::vector<std::size_t> counts(n(), v.size());
+  comm_.iallgatherv(v.data(), v.size(), big.data(), counts, DType::f32).wait();
+  comm_.igather(v.data(), big.data(), v.size(), DType::f32, 0).wait();
+  EXPECT_EQ(comm_.collectives_issued() - before, 12u);
 }
 
 TEST_F(CommunicatorTest, MovedCommunicatorKeepsWorking) {
