@@ -351,6 +351,10 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
   if (c.scheduler.kind == "constant" && c.scheduler.warmup_steps < 0) {
     throw ConfigError(where + ": scheduler.warmup_steps: must be >= 0");
   }
+  if (c.project.resume == "latest" && !c.project.automatic_checkpoint_naming) {
+    throw ConfigError(where + ": project.resume: latest needs project.automatic_checkpoint_naming: "
+                      "true (name the checkpoint folder to resume from instead)");
+  }
   c.yaml = render(&v);
   return c;
 }
