@@ -2,18 +2,27 @@
 // (output contract: DESIGN.md section 8).
 //
 //   mpirun -np N collective_bench [--op allreduce|reduce_scatter|allgather|broadcast]
-//       [--dtype f32|f64|bf16|f16] [--algo NAME|all] [--min-bytes 1K] [--max-bytes 256M]
-//       [--iters N] [--warmup N] [--check] [--json FILE]
+//       [--dtype f32|f64|bf16|f16[,...]] [--algo NAME|all] [--min-bytes 1K]
+//       [--max-bytes 256M] [--iters N] [--warmup N] [--check] [--json FILE]
 //
-// Sizes double from --min-bytes to --max-bytes; `size` is the payload as sent (the whole
-// buffer: allreduce and broadcast buffer, reduce_scatter input, allgather output). For each
-// size every algorithm runs the same number of iterations, and the algorithms take turns in
+// Sizes double from --min-bytes to --max-bytes, for every type; `size` is the payload as sent
+// (the whole buffer: allreduce and broadcast buffer, reduce_scatter input, allgather output),
+// so a bf16 row of N elements has size 2N. Rows are measured in groups of one element count:
+// a group holds every (type, algorithm) whose size at that count is in the range, e.g. with
+// --dtype f32,bf16 the f32 rows of 4 MiB and the bf16 rows of 2 MiB (both 1M elements).
+// Within a group every row runs the same number of iterations, and the rows take turns in
 // blocks of about 100 us (mpi default ring, default ring mpi, ring mpi default, ...), so that
-// the noise of a shared machine hits them alike. Without --iters the run goes on until every mean is
-// known to 1% (standard error over the blocks), between 0.25 and 2.5 s per algorithm. The plain MPI call (`mpi`) is always measured: vs_mpi divides
-// every row's busbw by its busbw. Time per iteration is the mean over the iterations, maximum
-// over ranks; algbw = size / time; busbw = algbw * factor (allreduce 2(n-1)/n,
+// the noise of a shared machine hits them alike. Without --iters the run goes on until every
+// mean is known to 1% (standard error over the blocks), between 0.25 and 2.5 s per row. The
+// plain MPI call (`mpi`) is always measured: vs_mpi divides every row's busbw by the busbw
+// of the mpi row of its type and size. Time per iteration is the mean over the iterations,
+// maximum over ranks; algbw = size / time; busbw = algbw * factor (allreduce 2(n-1)/n,
 // reduce_scatter and allgather (n-1)/n, broadcast 1).
+//
+// With several types and f32 among them, a footer "# time vs f32 (same element count)"
+// gives, per element count, each 16-bit type's time over f32's time, both for the default
+// algorithm (mpi when --algo leaves default out): the ratios of one group, measured side by
+// side.
 //
 // Exit codes: 0 done; 1 --check found wrong values, or a runtime error; 2 bad options (on every
 // rank, before any collective, so nothing hangs).
@@ -29,6 +38,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -127,6 +137,28 @@ std::vector<Algo> parse_algos(Op op, const std::string& text) {
                    "default, mpi, all)");
 }
 
+// Returns the types of a comma-separated --dtype list, in the order given.
+std::vector<DType> parse_dtypes(const std::string& text) {
+  std::vector<DType> types;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string name = text.substr(begin, end - begin);
+    if (name != "f32" && name != "f64" && name != "bf16" && name != "f16") {
+      throw UsageError("--dtype: unknown type '" + name +
+                       "' (valid: f32, f64, bf16, f16, or a comma-separated list of them)");
+    }
+    const DType type = parse_dtype(name);
+    if (std::find(types.begin(), types.end(), type) != types.end()) {
+      throw UsageError("--dtype: '" + name + "' is listed twice in '" + text + "'");
+    }
+    types.push_back(type);
+    if (end == text.size()) break;
+    begin = end + 1;
+  }
+  return types;
+}
+
 // ---- closed-form data ------------------------------------------------------------------------
 // Rank r contributes v(r, i) = ((i + 3 r) mod 7) - 3, small integers whose sums over up to
 // 85 ranks (|sum| <= 256) are exact in every type, bf16 included.
@@ -164,6 +196,7 @@ double load(const std::byte* buf, std::size_t i, DType type) {
 // ---- one size ------------------------------------------------------------------------------------
 
 struct Row {
+  DType type = DType::f32;
   std::size_t size = 0;   // bytes as sent
   std::size_t count = 0;  // elements of the whole buffer
   std::string algo;
@@ -174,11 +207,11 @@ struct Row {
   double vs_mpi = 0;
 };
 
-// Default run length per size and algorithm: the algorithms take turns until every mean is
-// known to kTargetRelError (standard error of the mean over blocks, on every rank), after at
-// least kMinSeconds and kMinIters, and at most kMaxSeconds or kMaxIters. On a quiet machine
-// `--algo all` from 1K to 256M (19 sizes, 3 algorithms) takes well under a minute; under
-// load each size takes longer, up to 3 x kMaxSeconds.
+// Default run length per row (type and algorithm) of a group: the rows take turns until every
+// mean is known to kTargetRelError (standard error of the mean over blocks, on every rank),
+// after at least kMinSeconds and kMinIters, and at most kMaxSeconds or kMaxIters. On a quiet
+// machine `--algo all` from 1K to 256M (19 sizes, 3 algorithms) takes well under a minute;
+// under load each group takes longer, up to kMaxSeconds times its number of rows.
 constexpr double kTargetRelError = 0.01;
 constexpr double kMinSeconds = 0.25;
 constexpr double kMaxSeconds = 2.5;
@@ -188,8 +221,8 @@ constexpr int kProbeIters = 3;
 // Seconds between checks of the stopping rule (each check is one small allreduce), as
 // estimated from the probe.
 constexpr double kCheckSeconds = 0.05;
-// Length of one interleaved block of iterations of one algorithm: short, so that a burst of
-// load on the (shared, 2-core) machine falls on every algorithm alike.
+// Length of one interleaved block of iterations of one row: short, so that a burst of load on
+// the (shared, 2-core) machine falls on every row alike.
 constexpr double kBlockSeconds = 1e-4;
 
 // Block times of one algorithm: their sum, and what the standard error needs.
@@ -212,85 +245,114 @@ struct BlockStats {
   }
 };
 
+// The buffers of one type in a group: this rank's input and the output.
+struct Buffers {
+  DType type = DType::f32;
+  std::size_t esize = 0;
+  std::size_t count = 0;  // elements of the whole buffer (see Row::count)
+  std::size_t block = 0;  // elements per rank (reduce_scatter, allgather), else count
+  std::vector<std::byte> send;
+  std::vector<std::byte> recv;
+};
+
 class Bench {
  public:
-  Bench(const Communicator& comm, Op op, DType type, std::vector<Algo> algos)
-      : comm_(comm), op_(op), type_(type), esize_(dtype_bytes(type)), algos_(std::move(algos)) {}
+  Bench(const Communicator& comm, Op op, std::vector<Algo> algos)
+      : comm_(comm), op_(op), algos_(std::move(algos)) {}
 
-  // Returns the rows (one per algorithm) for a payload of about `bytes` bytes. iters and
-  // warmup: counts per algorithm, or 0 / -1 to size them from a timed probe.
-  std::vector<Row> run(std::size_t bytes, int iters, int warmup, bool check) {
+  // Returns the rows of one group: for each type of `types` (in that order), one row per
+  // algorithm, for buffers of about `nominal_count` elements. Every row runs the same number
+  // of iterations, the rows taking turns. iters and warmup: counts per row, or 0 / -1 to
+  // size them from a timed probe.
+  std::vector<Row> run(std::size_t nominal_count, const std::vector<DType>& types, int iters,
+                       int warmup, bool check) {
     const std::size_t n = static_cast<std::size_t>(comm_.size());
-    std::size_t count = std::max<std::size_t>(1, bytes / esize_);
+    std::size_t count = std::max<std::size_t>(1, nominal_count);
     if (op_ == Op::reduce_scatter || op_ == Op::allgather) {
       count = std::max(n, count / n * n);  // whole blocks of count / n elements
     }
-    block_ = (op_ == Op::reduce_scatter || op_ == Op::allgather) ? count / n : count;
-    count_ = count;
-    allocate_and_fill();
+    const std::size_t block = (op_ == Op::reduce_scatter || op_ == Op::allgather) ? count / n : count;
+    buffers_.clear();  // the previous group's memory goes first
+    buffers_.resize(types.size());
+    for (std::size_t t = 0; t < types.size(); ++t) allocate_and_fill(buffers_[t], types[t], count, block);
+    // Rows of the group: type-major, the algorithms in their order (mpi first).
+    struct Case {
+      std::size_t buffers;
+      std::size_t algo;
+    };
+    std::vector<Case> cases;
+    for (std::size_t t = 0; t < types.size(); ++t) {
+      for (std::size_t a = 0; a < algos_.size(); ++a) cases.push_back({t, a});
+    }
+    auto execute_case = [&](const Case& c) { execute(buffers_[c.buffers], algos_[c.algo]); };
 
-    // Warm-up (pages touched, connections set up), then a probe of the MPI baseline: its
-    // time per call, maximum over ranks (so every rank decides alike), sets the block length.
-    for (const Algo& a : algos_) {
-      for (int k = 0; k < (warmup >= 0 ? warmup : 2); ++k) execute(a);
+    // Warm-up (pages touched, connections set up), then a probe of the first type's MPI
+    // baseline: its time per call, maximum over ranks (so every rank decides alike), sets
+    // the block length.
+    for (const Case& c : cases) {
+      for (int k = 0; k < (warmup >= 0 ? warmup : 2); ++k) execute_case(c);
     }
     comm_.barrier();
     const auto p0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < kProbeIters; ++k) execute(algos_.front());
+    for (int k = 0; k < kProbeIters; ++k) execute_case(cases.front());
     const double probe = std::max(
         1e-7, comm_.allreduce_value(seconds_since(p0), ReduceOp::max) / kProbeIters);
-    const int block = iters > 0 ? static_cast<int>(std::clamp(kBlockSeconds / probe, 1.0, double(iters)))
-                                : static_cast<int>(std::max(1.0, kBlockSeconds / probe));
+    const int block_iters_max =
+        iters > 0 ? static_cast<int>(std::clamp(kBlockSeconds / probe, 1.0, double(iters)))
+                  : static_cast<int>(std::max(1.0, kBlockSeconds / probe));
 
-    // Interleave: blocks of `block` iterations per algorithm, the order rotated every round
-    // (mpi default ring, default ring mpi, ring mpi default, ...), so that every algorithm
+    // Interleave: blocks of `block_iters_max` iterations per row, the order rotated every
+    // round (mpi default ring, default ring mpi, ring mpi default, ...), so that every row
     // takes every position and follows every other one equally often. With --iters the
     // count is fixed; otherwise the ranks agree every kCheckSeconds whether to go on.
     // The check happens every `check_rounds` rounds, a number every rank derives from the
     // agreed probe: ranks must not decide on their own clocks when to enter the allreduce.
-    const double round_seconds = probe * block * static_cast<double>(algos_.size());
+    const double round_seconds =
+        probe * block_iters_max * static_cast<double>(cases.size());
     const int check_rounds = static_cast<int>(std::max(1.0, kCheckSeconds / round_seconds));
-    std::vector<BlockStats> stats(algos_.size());
+    std::vector<BlockStats> stats(cases.size());
     const auto start = std::chrono::steady_clock::now();
     int done = 0;
     for (int round = 0;; ++round) {
       if (iters > 0 && done >= iters) break;
-      const int block_iters = iters > 0 ? std::min(block, iters - done) : block;
-      for (std::size_t j = 0; j < algos_.size(); ++j) {
-        const std::size_t a = (j + static_cast<std::size_t>(round)) % algos_.size();
+      const int block_iters = iters > 0 ? std::min(block_iters_max, iters - done) : block_iters_max;
+      for (std::size_t j = 0; j < cases.size(); ++j) {
+        const std::size_t c = (j + static_cast<std::size_t>(round)) % cases.size();
         comm_.barrier();
         const auto t0 = std::chrono::steady_clock::now();
-        for (int k = 0; k < block_iters; ++k) execute(algos_[a]);
-        stats[a].add(seconds_since(t0), block_iters);
+        for (int k = 0; k < block_iters; ++k) execute_case(cases[c]);
+        stats[c].add(seconds_since(t0), block_iters);
       }
       done += block_iters;
       if (iters > 0 || (round + 1) % check_rounds != 0) continue;
-      const double per_algo = seconds_since(start) / static_cast<double>(algos_.size());
+      const double per_case = seconds_since(start) / static_cast<double>(cases.size());
       double worst = 0;
-      for (const BlockStats& st : stats) worst = std::max(worst, st.rel_error(block));
-      const bool more = per_algo < kMinSeconds || done < kMinIters ||
-                        (worst > kTargetRelError && per_algo < kMaxSeconds && done < kMaxIters);
+      for (const BlockStats& st : stats) worst = std::max(worst, st.rel_error(block_iters_max));
+      const bool more = per_case < kMinSeconds || done < kMinIters ||
+                        (worst > kTargetRelError && per_case < kMaxSeconds && done < kMaxIters);
       if (comm_.allreduce_value(more ? 1 : 0, ReduceOp::max) == 0) break;
     }
-    iters = done;
-    std::vector<double> seconds(algos_.size());
-    for (std::size_t a = 0; a < algos_.size(); ++a) seconds[a] = stats[a].seconds;
 
     std::vector<Row> rows;
     const double factor = bus_factor();
-    for (std::size_t a = 0; a < algos_.size(); ++a) {
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      const Buffers& b = buffers_[cases[c].buffers];
       Row row;
-      row.size = count * esize_;
-      row.count = count;
-      row.algo = algos_[a].name;
-      const double t = comm_.allreduce_value(seconds[a], ReduceOp::max) / iters;
+      row.type = b.type;
+      row.size = b.count * b.esize;
+      row.count = b.count;
+      row.algo = algos_[cases[c].algo].name;
+      const double t = comm_.allreduce_value(stats[c].seconds, ReduceOp::max) / done;
       row.time_us = t * 1e6;
       row.algbw = static_cast<double>(row.size) / t / 1e9;
       row.busbw = row.algbw * factor;
-      if (check) row.wrong = verify(algos_[a]);
+      if (check) row.wrong = verify(buffers_[cases[c].buffers], algos_[cases[c].algo]);
       rows.push_back(row);
     }
-    for (Row& row : rows) row.vs_mpi = row.busbw / rows.front().busbw;
+    // vs_mpi: against the mpi row of the same type (algos_ starts with mpi).
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      rows[c].vs_mpi = rows[c].busbw / rows[c - cases[c].algo].busbw;
+    }
     return rows;
   }
 
@@ -311,71 +373,76 @@ class Bench {
   }
 
   // send: this rank's input; recv: the output (broadcast works in place on send).
-  void allocate_and_fill() {
-    std::size_t send_elems = count_;
-    std::size_t recv_elems = count_;
-    if (op_ == Op::reduce_scatter) recv_elems = block_;
-    if (op_ == Op::allgather) send_elems = block_;
+  void allocate_and_fill(Buffers& b, DType type, std::size_t count, std::size_t block) const {
+    b.type = type;
+    b.esize = dtype_bytes(type);
+    b.count = count;
+    b.block = block;
+    std::size_t send_elems = count;
+    std::size_t recv_elems = count;
+    if (op_ == Op::reduce_scatter) recv_elems = block;
+    if (op_ == Op::allgather) send_elems = block;
     if (op_ == Op::broadcast) recv_elems = 0;
-    send_.assign(send_elems * esize_, std::byte{0});
-    recv_.assign(recv_elems * esize_, std::byte{0});
-    fill_input();
+    b.send.assign(send_elems * b.esize, std::byte{0});
+    b.recv.assign(recv_elems * b.esize, std::byte{0});
+    fill_input(b);
   }
 
-  void fill_input() {
+  void fill_input(Buffers& b) const {
     const int rank = comm_.rank();
-    const std::size_t send_elems = send_.size() / esize_;
+    const std::size_t send_elems = b.send.size() / b.esize;
     if (op_ == Op::broadcast && rank != 0) {
-      std::memset(send_.data(), 0xff, send_.size());  // NaN in every float type
+      std::memset(b.send.data(), 0xff, b.send.size());  // NaN in every float type
       return;
     }
-    const std::size_t base = op_ == Op::allgather ? static_cast<std::size_t>(rank) * block_ : 0;
-    for (std::size_t i = 0; i < send_elems; ++i) store(send_.data(), i, type_, value(rank, base + i));
+    const std::size_t base = op_ == Op::allgather ? static_cast<std::size_t>(rank) * b.block : 0;
+    for (std::size_t i = 0; i < send_elems; ++i) store(b.send.data(), i, b.type, value(rank, base + i));
   }
 
-  void execute(const Algo& a) {
+  void execute(Buffers& b, const Algo& a) const {
     switch (op_) {
       case Op::allreduce:
-        comm_.allreduce(send_.data(), recv_.data(), count_, type_, ReduceOp::sum, a.allreduce);
+        comm_.allreduce(b.send.data(), b.recv.data(), b.count, b.type, ReduceOp::sum, a.allreduce);
         return;
       case Op::reduce_scatter:
-        comm_.reduce_scatter(send_.data(), recv_.data(), block_, type_, ReduceOp::sum);
+        comm_.reduce_scatter(b.send.data(), b.recv.data(), b.block, b.type, ReduceOp::sum);
         return;
       case Op::allgather:
-        comm_.allgather(send_.data(), recv_.data(), block_, type_);
+        comm_.allgather(b.send.data(), b.recv.data(), b.block, b.type);
         return;
       case Op::broadcast:
-        comm_.broadcast(send_.data(), count_, type_, 0);
+        comm_.broadcast(b.send.data(), b.count, b.type, 0);
         return;
     }
   }
 
   // Returns the number of wrong elements over all ranks after one fresh run of `a`.
-  std::uint64_t verify(const Algo& a) {
-    fill_input();
-    std::memset(recv_.data(), 0xff, recv_.size());
-    execute(a);
+  std::uint64_t verify(Buffers& b, const Algo& a) const {
+    fill_input(b);
+    std::memset(b.recv.data(), 0xff, b.recv.size());
+    execute(b, a);
     const int rank = comm_.rank();
     const int n = comm_.size();
+    const DType type = b.type;
     std::uint64_t wrong = 0;
     switch (op_) {
       case Op::allreduce:
-        for (std::size_t i = 0; i < count_; ++i) wrong += load(recv_.data(), i, type_) != expected_sum(n, i);
+        for (std::size_t i = 0; i < b.count; ++i) wrong += load(b.recv.data(), i, type) != expected_sum(n, i);
         break;
       case Op::reduce_scatter: {
-        const std::size_t base = static_cast<std::size_t>(rank) * block_;
-        for (std::size_t i = 0; i < block_; ++i) {
-          wrong += load(recv_.data(), i, type_) != expected_sum(n, base + i);
+        const std::size_t base = static_cast<std::size_t>(rank) * b.block;
+        for (std::size_t i = 0; i < b.block; ++i) {
+          wrong += load(b.recv.data(), i, type) != expected_sum(n, base + i);
         }
         break;
       }
       case Op::allgather:
-        for (std::size_t i = 0; i < count_; ++i) {
-          wrong += load(recv_.data(), i, type_) != value(static_cast<int>(i / block_), i);
+        for (std::size_t i = 0; i < b.count; ++i) {
+          wrong += load(b.recv.data(), i, type) != value(static_cast<int>(i / b.block), i);
         }
         break;
       case Op::broadcast:
-        for (std::size_t i = 0; i < count_; ++i) wrong += load(send_.data(), i, type_) != value(0, i);
+        for (std::size_t i = 0; i < b.count; ++i) wrong += load(b.send.data(), i, type) != value(0, i);
         break;
     }
     return static_cast<std::uint64_t>(
@@ -384,26 +451,86 @@ class Bench {
 
   const Communicator& comm_;
   Op op_;
-  DType type_;
-  std::size_t esize_;
   std::vector<Algo> algos_;
-  std::size_t count_ = 0;
-  std::size_t block_ = 0;
-  std::vector<std::byte> send_;
-  std::vector<std::byte> recv_;
+  std::vector<Buffers> buffers_;
 };
 
 std::string redop_name(Op op) {
   return op == Op::allreduce || op == Op::reduce_scatter ? "sum" : "none";
 }
 
+// Returns the groups of a run: each element count, ascending, with the types (in --dtype
+// order) whose payload at that count, count * element bytes, is one of the sizes doubling
+// from min_bytes to max_bytes.
+std::map<std::size_t, std::vector<DType>> groups_of(const std::vector<DType>& types,
+                                                    std::size_t min_bytes, std::size_t max_bytes) {
+  std::map<std::size_t, std::vector<DType>> groups;
+  for (DType type : types) {
+    for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
+      std::vector<DType>& group = groups[std::max<std::size_t>(1, bytes / dtype_bytes(type))];
+      if (std::find(group.begin(), group.end(), type) == group.end()) group.push_back(type);
+      if (bytes > max_bytes / 2) break;  // no overflow past the last size
+    }
+  }
+  for (auto& [count, group] : groups) {  // back into --dtype order
+    std::vector<DType> ordered;
+    for (DType type : types) {
+      if (std::find(group.begin(), group.end(), type) != group.end()) ordered.push_back(type);
+    }
+    group = std::move(ordered);
+  }
+  return groups;
+}
+
+// Prints the footer "# time vs f32 (same element count)": per element count measured in f32
+// and in a 16-bit type, the time of each 16-bit type over f32's, for algorithm `algo`.
+void print_time_vs_f32(const std::vector<Row>& rows, const std::vector<DType>& types,
+                       const std::string& algo) {
+  std::vector<DType> halves;
+  for (DType t : types) {
+    if (t == DType::bf16 || t == DType::f16) halves.push_back(t);
+  }
+  std::printf("# time vs f32 (same element count): time of each 16-bit type / time of f32, "
+              "algo %s, measured side by side\n", algo.c_str());
+  if (std::find(types.begin(), types.end(), DType::f32) == types.end() || halves.empty()) {
+    std::printf("#   (nothing to compare: --dtype needs f32 and bf16 or f16)\n");
+    return;
+  }
+  std::printf("# %12s %10s %12s", "count", "f32 size", "f32 time_us");
+  for (DType t : halves) {
+    std::printf(" %9s", (std::string(to_string(t)) + "/f32").c_str());
+  }
+  std::printf("\n");
+  // time_us by (count, type) for the footer's algorithm.
+  std::map<std::size_t, std::map<DType, double>> times;
+  std::map<std::size_t, std::size_t> f32_size;
+  for (const Row& r : rows) {
+    if (r.algo != algo) continue;
+    times[r.count][r.type] = r.time_us;
+    if (r.type == DType::f32) f32_size[r.count] = r.size;
+  }
+  for (const auto& [count, by_type] : times) {
+    const auto f32 = by_type.find(DType::f32);
+    if (f32 == by_type.end()) continue;
+    bool any = false;
+    for (DType t : halves) any = any || by_type.count(t) > 0;
+    if (!any) continue;
+    std::printf("# %12zu %10zu %12.2f", count, f32_size[count], f32->second);
+    for (DType t : halves) {
+      const auto it = by_type.find(t);
+      if (it == by_type.end()) {
+        std::printf(" %9s", "-");
+      } else {
+        std::printf(" %9.3f", it->second / f32->second);
+      }
+    }
+    std::printf("\n");
+  }
+}
+
 int run(const Communicator& comm, const Options& opt) {
   const Op op = parse_op(opt.op);
-  DType type{};
-  if (opt.dtype != "f32" && opt.dtype != "f64" && opt.dtype != "bf16" && opt.dtype != "f16") {
-    throw UsageError("--dtype: unknown type '" + opt.dtype + "' (valid: f32, f64, bf16, f16)");
-  }
-  type = parse_dtype(opt.dtype);
+  const std::vector<DType> types = parse_dtypes(opt.dtype);
   const std::vector<Algo> algos = parse_algos(op, opt.algo);
   const std::size_t min_bytes = parse_bytes("--min-bytes", opt.min_bytes);
   const std::size_t max_bytes = parse_bytes("--max-bytes", opt.max_bytes);
@@ -428,13 +555,15 @@ int run(const Communicator& comm, const Options& opt) {
     std::printf("# collective_bench: %s, %s, %d ranks on %d node(s)\n", opt.op.c_str(),
                 opt.dtype.c_str(), comm.size(), comm.node_count());
     std::printf("# %s\n", MpiRuntime::library_version().substr(0, 60).c_str());
+    const bool several = types.size() > 1;
     if (opt.iters > 0) {
-      std::printf("# %d iterations per size and algorithm, interleaved in ~100 us blocks\n",
-                  opt.iters);
+      std::printf("# %d iterations per %s, interleaved in ~100 us blocks\n", opt.iters,
+                  several ? "row, the rows of one element count" : "size and algorithm");
     } else {
       std::printf("# iterations: interleaved in ~100 us blocks until every mean time is known "
-                  "to %.0f%% (%.2f-%.1f s per algorithm and size)\n",
-                  100 * kTargetRelError, kMinSeconds, kMaxSeconds);
+                  "to %.0f%% (%.2f-%.1f s per %s)\n",
+                  100 * kTargetRelError, kMinSeconds, kMaxSeconds,
+                  several ? "row, the rows of one element count" : "algorithm and size");
     }
     std::printf("#\n# %10s %12s %6s %6s %8s %12s %8s %8s %7s %7s\n", "size", "count", "type",
                 "redop", "algo", "time_us", "algbw", "busbw", "#wrong", "vs_mpi");
@@ -443,47 +572,60 @@ int run(const Communicator& comm, const Options& opt) {
     std::fflush(stdout);
   }
 
-  Bench bench(comm, op, type, algos);
+  Bench bench(comm, op, algos);
   std::vector<Row> all_rows;
   std::uint64_t total_wrong = 0;
-  for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
-    for (const Row& row : bench.run(bytes, opt.iters, opt.warmup, opt.check)) {
+  for (const auto& [count, group] : groups_of(types, min_bytes, max_bytes)) {
+    for (const Row& row : bench.run(count, group, opt.iters, opt.warmup, opt.check)) {
       if (print) {
         const std::string wrong = row.wrong ? std::to_string(*row.wrong) : "N/A";
         std::printf("  %10zu %12zu %6s %6s %8s %12.2f %8.3f %8.3f %7s %7.3f\n", row.size,
-                    row.count, opt.dtype.c_str(), redop_name(op).c_str(), row.algo.c_str(),
-                    row.time_us, row.algbw, row.busbw, wrong.c_str(), row.vs_mpi);
+                    row.count, std::string(to_string(row.type)).c_str(), redop_name(op).c_str(),
+                    row.algo.c_str(), row.time_us, row.algbw, row.busbw, wrong.c_str(),
+                    row.vs_mpi);
         std::fflush(stdout);
       }
       total_wrong += row.wrong.value_or(0);
       all_rows.push_back(row);
     }
-    if (bytes > max_bytes / 2) break;  // no overflow past the last size
   }
 
   if (print) {
     double sum = 0;
     for (const Row& r : all_rows) sum += r.busbw;
     std::printf("# Avg bus bandwidth    : %.3f\n", sum / static_cast<double>(all_rows.size()));
-    if (algos.size() > 1) {
-      for (const Algo& a : algos) {
-        double s = 0;
-        int k = 0;
-        for (const Row& r : all_rows) {
-          if (r.algo == a.name) s += r.busbw, ++k;
+    if (algos.size() > 1 || types.size() > 1) {
+      for (DType t : types) {
+        for (const Algo& a : algos) {
+          double s = 0;
+          int k = 0;
+          for (const Row& r : all_rows) {
+            if (r.algo == a.name && r.type == t) s += r.busbw, ++k;
+          }
+          if (types.size() > 1) {
+            const std::string name = std::string(to_string(t)) + " " + a.name;
+            std::printf("#   %-12s (GB/s) : %.3f\n", name.c_str(), k > 0 ? s / k : 0.0);
+          } else {
+            std::printf("#   %-8s (GB/s)   : %.3f\n", a.name.c_str(), k > 0 ? s / k : 0.0);
+          }
         }
-        std::printf("#   %-8s (GB/s)   : %.3f\n", a.name.c_str(), s / k);
       }
     }
     if (opt.check) {
       std::printf("# Wrong values         : %llu %s\n", static_cast<unsigned long long>(total_wrong),
                   total_wrong == 0 ? "OK" : "FAILED");
     }
+    if (types.size() > 1) {
+      const bool has_default = std::any_of(algos.begin(), algos.end(),
+                                           [](const Algo& a) { return a.name == "default"; });
+      std::printf("#\n");
+      print_time_vs_f32(all_rows, types, has_default ? "default" : "mpi");
+    }
     std::printf("#\n");
     if (json_file) {
       nlohmann::json rows = nlohmann::json::array();
       for (const Row& r : all_rows) {
-        rows.push_back({{"size", r.size}, {"count", r.count}, {"type", opt.dtype},
+        rows.push_back({{"size", r.size}, {"count", r.count}, {"type", std::string(to_string(r.type))},
                         {"redop", redop_name(op)}, {"algo", r.algo}, {"time_us", r.time_us},
                         {"algbw", r.algbw}, {"busbw", r.busbw},
                         {"wrong", r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr)},
@@ -514,12 +656,14 @@ int main(int argc, char** argv) {
   Options opt;
   CLI::App app{"collective_bench: bandwidth of mpitrain's collectives (nccl-tests columns)"};
   app.add_option("--op", opt.op, "allreduce | reduce_scatter | allgather | broadcast");
-  app.add_option("--dtype", opt.dtype, "f32 | f64 | bf16 | f16");
+  app.add_option("--dtype", opt.dtype,
+                 "f32 | f64 | bf16 | f16, or a comma-separated list (f32,bf16) measured "
+                 "side by side");
   app.add_option("--algo", opt.algo, "algorithm name (allreduce: default, mpi, ring) or all");
   app.add_option("--min-bytes", opt.min_bytes, "smallest payload, e.g. 1K");
   app.add_option("--max-bytes", opt.max_bytes, "largest payload, e.g. 256M");
   app.add_option("--iters", opt.iters, "iterations per size and algorithm (default: until the means are known to 1%)");
-  app.add_option("--warmup", opt.warmup, "warm-up iterations per algorithm (default: 2)");
+  app.add_option("--warmup", opt.warmup, "warm-up iterations per row (default: 2)");
   app.add_flag("--check", opt.check, "verify results against closed-form values");
   app.add_option("--json", opt.json, "also write the rows as JSON to FILE");
   try {

@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """Checks a collective_bench --json file against DESIGN.md section 8.
 
-  check_bench_json.py FILE --op OP --world-size N --type T --algos A [A ...]
+  check_bench_json.py FILE --op OP --world-size N --type T [T ...] --algos A [A ...]
                       --min-bytes B --max-bytes B
 
 Top level: exactly {"op", "world_size", "rows"}; every row exactly {"size", "count", "type",
-"redop", "algo", "time_us", "algbw", "busbw", "wrong", "vs_mpi"}; sizes double from min to
-max with one row per algorithm each; size = count * element bytes; algbw = size / time;
-busbw = algbw * the op's factor; vs_mpi = busbw / busbw of the mpi row of the same size;
-wrong = 0 (the file must come from a --check run; without --check "wrong" is null).
+"redop", "algo", "time_us", "algbw", "busbw", "wrong", "vs_mpi"}; for every type, its sizes
+double from min to max with one row per algorithm each, in the order given; size = count *
+element bytes; algbw = size / time; busbw = algbw * the op's factor; vs_mpi = busbw / busbw
+of the mpi row of the same type and size; wrong = 0 (the file must come from a --check run;
+without --check "wrong" is null). With several types, rows come in groups of one element
+count, ascending, the types of a group in the order given (collective_bench --dtype A,B).
 """
 import argparse
 import json
@@ -37,7 +39,7 @@ def main():
     p.add_argument("file")
     p.add_argument("--op", required=True)
     p.add_argument("--world-size", type=int, required=True)
-    p.add_argument("--type", required=True)
+    p.add_argument("--type", nargs="+", required=True)
     p.add_argument("--algos", nargs="+", required=True)
     p.add_argument("--min-bytes", type=int, required=True)
     p.add_argument("--max-bytes", type=int, required=True)
@@ -58,26 +60,36 @@ def main():
     while s <= a.max_bytes:
         sizes.append(s)
         s *= 2
-    if len(rows) != len(sizes) * len(a.algos):
-        errors.append(f"{len(rows)} rows, expected {len(sizes) * len(a.algos)}")
-    mpi_busbw = {}
+    if len(rows) != len(sizes) * len(a.algos) * len(a.type):
+        errors.append(f"{len(rows)} rows, expected {len(sizes) * len(a.algos) * len(a.type)}")
+    good = [row for row in rows if set(row) == ROW_KEYS]
     for row in rows:
         if set(row) != ROW_KEYS:
             errors.append(f"row keys {sorted(row)}")
-            continue
-        if row["algo"] == "mpi":
-            mpi_busbw[row["size"]] = row["busbw"]
+    mpi_busbw = {(row["type"], row["size"]): row["busbw"] for row in good if row["algo"] == "mpi"}
+
+    # Per type: the doubling sizes, each with the algorithms in order.
+    for t in a.type:
+        mine = [row for row in good if row["type"] == t]
+        if len(mine) != len(sizes) * len(a.algos):
+            errors.append(f"{len(mine)} {t} rows, expected {len(sizes) * len(a.algos)}")
+        for i, row in enumerate(mine):
+            where = f"{t} row {i} ({row['size']} B, {row['algo']})"
+            k = i // len(a.algos)
+            if k >= len(sizes) or row["size"] != sizes[k]:
+                errors.append(f"{where}: size not in the doubling sequence")
+            if row["algo"] != a.algos[i % len(a.algos)]:
+                errors.append(f"{where}: algo, expected {a.algos[i % len(a.algos)]}")
+    # Across types: groups of one element count, ascending, types in the order given.
+    order = [(row["count"], a.type.index(row["type"]) if row["type"] in a.type else -1)
+             for row in good]
+    if order != sorted(order):
+        errors.append("rows are not grouped by ascending element count, types in --type order")
+
     factor = bus_factor(a.op, a.world_size)
-    for i, row in enumerate(rows):
-        if set(row) != ROW_KEYS:
-            continue
-        where = f"row {i} ({row['size']} B, {row['algo']})"
-        k = i // len(a.algos)
-        if k >= len(sizes) or row["size"] != sizes[k]:
-            errors.append(f"{where}: size not in the doubling sequence")
-        if row["algo"] != a.algos[i % len(a.algos)]:
-            errors.append(f"{where}: algo, expected {a.algos[i % len(a.algos)]}")
-        if row["type"] != a.type or row["size"] != row["count"] * ELEMENT_BYTES[a.type]:
+    for i, row in enumerate(good):
+        where = f"row {i} ({row['type']}, {row['size']} B, {row['algo']})"
+        if row["type"] not in a.type or row["size"] != row["count"] * ELEMENT_BYTES[row["type"]]:
             errors.append(f"{where}: type/count/size inconsistent")
         if row["redop"] != ("sum" if a.op in ("allreduce", "reduce_scatter") else "none"):
             errors.append(f"{where}: redop {row['redop']}")
@@ -87,9 +99,11 @@ def main():
             errors.append(f"{where}: busbw != algbw * {factor}")
         if row["wrong"] != 0:
             errors.append(f"{where}: wrong = {row['wrong']}")
-        if row["size"] in mpi_busbw and mpi_busbw[row["size"]] > 0:
-            if not close(row["vs_mpi"], row["busbw"] / mpi_busbw[row["size"]]):
-                errors.append(f"{where}: vs_mpi != busbw / busbw(mpi)")
+        key = (row["type"], row["size"])
+        if key not in mpi_busbw:
+            errors.append(f"{where}: no mpi row of the same type and size")
+        elif mpi_busbw[key] > 0 and not close(row["vs_mpi"], row["busbw"] / mpi_busbw[key]):
+            errors.append(f"{where}: vs_mpi != busbw / busbw(mpi, same type and size)")
     for e in errors:
         print(f"{a.file}: {e}", file=sys.stderr)
     if errors:
