@@ -488,6 +488,7 @@ bool Engine::step() {
   const bool finite = unscale_and_check();
   const std::uint64_t this_step = state_.step;
   ++state_.step;
+  last_step_skipped_ = true;
   if (scaler_) {
     // Backward passes use scale() until this update; the next window uses the new one.
     const bool skip = scaler_->update(!finite, static_cast<std::int64_t>(this_step));
@@ -498,16 +499,25 @@ bool Engine::step() {
   } else if (!finite) {
     if (config_.nan_policy == NanPolicy::error) {
       throw std::runtime_error("Engine::step (rank " + std::to_string(comm_.rank()) + "): step " +
-                               std::to_string(this_step) +
-                               " has inf/NaN gradients (the same on every rank after "
-                               "synchronisation); nan_policy = error");
+                               std::to_string(this_step) + " has inf/NaN gradients, first in '" +
+                               first_non_finite_gradient() +
+                               "' (the same on every rank after synchronisation); "
+                               "nan_policy = error");
     }
     ++state_.skipped_steps;
     return false;
   }
+  last_step_skipped_ = false;
   if (optimizer_ != nullptr) optimizer_->step();
   if (scheduler_step_) scheduler_step_();
   return true;
+}
+
+std::string Engine::first_non_finite_gradient() {
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    if (!all_finite(sync_->gradient_slot(k))) return params_[k]->name;
+  }
+  return "?";
 }
 
 void Engine::zero_grad() {

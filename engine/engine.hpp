@@ -198,8 +198,13 @@ class Engine {
   // After a synchronising backward: removes the loss scale, checks for inf/NaN, steps the
   // optimizer (and the scheduler) unless the step is skipped, counts the step. Returns true
   // when the parameters were updated; false on non-sync micro-steps and skipped steps.
-  // nan_policy error throws std::runtime_error (on every rank) for inf/NaN gradients.
+  // nan_policy error throws std::runtime_error (on every rank) for inf/NaN gradients, naming
+  // the step and the first parameter (in registration order) whose gradient is not finite.
   bool step();
+  // Returns true when the last synchronising step() skipped the optimizer (inf/NaN
+  // gradients: an fp16 overflow, or nan_policy skip), as Accelerate's
+  // optimizer_step_was_skipped.
+  bool optimizer_step_was_skipped() const noexcept { return last_step_skipped_; }
   // Zeroes the gradients after a synchronising micro-step; otherwise does nothing.
   void zero_grad();
   // Returns the loss scale the next backward uses (1 without fp16).
@@ -358,6 +363,7 @@ class Engine {
   std::vector<std::span<float>> gradient_spans();
   void idle_stream() const;  // the stream is idle: the calling thread may use comm_
   void zero_all_gradients();  // zero_grad() without the sync-step condition
+  std::string first_non_finite_gradient();  // name, in registration order
   // Throws std::logic_error naming `who` unless the engine stands between optimizer steps.
   void require_step_boundary(std::string_view who) const;
   template <class T> std::vector<T> gather_impl(std::span<const T> values, DType type) const;
@@ -393,6 +399,7 @@ class Engine {
   bool step_pending_ = false;    // a synchronising backward ran since the last step()
   bool unscaled_ = false;        // the loss scale was removed / gradients checked this step
   bool grads_finite_ = true;
+  bool last_step_skipped_ = false;  // the last synchronising step() skipped the optimizer
   std::optional<LossScaler> scaler_;  // mixed_precision fp16; its scale changes only in step()
   BackwardTimings timings_;
   nn::Tensor scaled_grad_;       // reused buffer for loss_grad * loss_gradient_scale()

@@ -598,16 +598,26 @@ TEST_F(EngineTest, InfiniteGradientsSkipOrFailTheStepAndHoldTheScheduler) {
     };
     backward(1.0f);
     EXPECT_TRUE(engine.step());
+    EXPECT_FALSE(engine.optimizer_step_was_skipped());
     engine.zero_grad();
     backward(std::numeric_limits<float>::infinity());
     if (policy == NanPolicy::skip) {
       EXPECT_FALSE(engine.step());
+      EXPECT_TRUE(engine.optimizer_step_was_skipped());
       EXPECT_EQ(engine.state().skipped_steps, 1u);
     } else {
-      EXPECT_THROW(engine.step(), std::runtime_error);
+      // The message names the step and the first parameter whose gradient is not finite.
+      std::string message;
+      try {
+        engine.step();
+      } catch (const std::runtime_error& e) {
+        message = e.what();
+      }
+      EXPECT_NE(message.find("step 1 has inf/NaN gradients, first in 'a'"), std::string::npos) << message;
     }
     EXPECT_EQ(engine.step_count(), 2u);  // a skipped step still counts
     EXPECT_FALSE(engine.step());         // at most one step per synchronisation
+    EXPECT_TRUE(engine.optimizer_step_was_skipped());  // unchanged by a non-synchronising call
   }
 }
 
