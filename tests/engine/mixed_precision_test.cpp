@@ -1,7 +1,8 @@
-// Mixed precision in the Engine (issue 5): skipped steps when one rank overflows, nan_policy
-// for bf16 and fp32, unscaling exactly once per step under gradient accumulation and
-// clipping, 16-bit gradient communication against fp32, and where the 1 / world_size
-// division sits so that fp16 on the wire does not overflow.
+// Mixed precision in the Engine (issue 5): skipped steps when one rank overflows (and
+// optimizer_step_was_skipped), nan_policy for bf16 and fp32 (the error names the step and the
+// first parameter whose gradient is not finite), unscaling exactly once per step under
+// gradient accumulation and clipping, 16-bit gradient communication against fp32, and where
+// the 1 / world_size division sits so that fp16 on the wire does not overflow.
 //
 // Overflows are injected on ONE rank (the last), before synchronisation, as a real overflow
 // arises: every rank must learn of it from the synchronised gradients alone.
@@ -188,6 +189,7 @@ TEST_P(SkippedStep, OneRanksOverflowSkipsTheStepEverywhereAndChangesNothing) {
     engine.zero_grad();
 
     EXPECT_EQ(engine.step_count(), s + 1) << "a skipped step still counts";
+    EXPECT_EQ(engine.optimizer_step_was_skipped(), s == kBadStep) << "step " << s;
     EXPECT_TRUE(agreed(static_cast<int>(updated))) << "step " << s;
     if (s != kBadStep) {
       EXPECT_TRUE(updated) << "step " << s;
@@ -239,7 +241,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 class NanPolicyError : public MixedPrecisionTest, public ::testing::WithParamInterface<Precision> {};
 
-TEST_P(NanPolicyError, OneRanksInfStopsEveryRankNamingTheStep) {
+TEST_P(NanPolicyError, OneRanksInfStopsEveryRankNamingTheStepAndParameter) {
   constexpr std::size_t kBadStep = 2;
   const std::size_t batch = 4;
   auto ds = synthetic(4 * n() * batch);
@@ -274,6 +276,9 @@ TEST_P(NanPolicyError, OneRanksInfStopsEveryRankNamingTheStep) {
   ASSERT_FALSE(message.empty()) << "nan_policy error must throw on every rank";
   EXPECT_NE(message.find("step " + std::to_string(kBadStep)), std::string::npos) << message;
   EXPECT_NE(message.find("rank " + std::to_string(comm_.rank())), std::string::npos) << message;
+  // The inf spreads to every gradient through backward; the first in registration order:
+  EXPECT_NE(message.find("'0.weight'"), std::string::npos) << message;
+  EXPECT_TRUE(engine.optimizer_step_was_skipped());
   EXPECT_TRUE(same_bits(flatten(model.parameters()), params_before));
 }
 
@@ -285,7 +290,7 @@ INSTANTIATE_TEST_SUITE_P(Precisions, NanPolicyError, ::testing::Values(Precision
 
 // Bring-your-own parameters "a", "b", "c" (registration order); the buckets hold them in
 // reverse order, so a check that walks the buckets meets "c" first.
-TEST_F(MixedPrecisionTest, NanPolicyErrorNamesTheStep) {
+TEST_F(MixedPrecisionTest, NanPolicyErrorNamesTheStepAndTheFirstNonFiniteParameter) {
   EngineConfig config;
   config.nan_policy = NanPolicy::error;
   config.first_bucket_mb = 1e-6;  // one parameter per bucket
@@ -317,6 +322,8 @@ TEST_F(MixedPrecisionTest, NanPolicyErrorNamesTheStep) {
   }
   ASSERT_FALSE(message.empty());
   EXPECT_NE(message.find("step 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("'b'"), std::string::npos) << message;
+  EXPECT_EQ(message.find("'c'"), std::string::npos) << message;
 }
 
 // ---- unscaling exactly once per optimizer step ------------------------------------------------
@@ -352,6 +359,7 @@ TEST_P(UnscaleOnce, GradientsAreUnscaledOnceWhateverRanBeforeStep) {
   EXPECT_TRUE(std::isnan(engine.clip_grad_norm(1e-3)));
   engine.clip_grad_value(1e-3);
   EXPECT_FALSE(engine.step());
+  EXPECT_FALSE(engine.optimizer_step_was_skipped()) << "no optimizer step happened yet";
   EXPECT_TRUE(same_bits(ga, ga_before)) << "a non-synchronising micro-step was unscaled or clipped";
   EXPECT_EQ(engine.step_count(), 0u);
   micro(3.0f);
@@ -374,6 +382,7 @@ TEST_P(UnscaleOnce, GradientsAreUnscaledOnceWhateverRanBeforeStep) {
       break;
   }
   EXPECT_TRUE(engine.step());
+  EXPECT_FALSE(engine.optimizer_step_was_skipped());
   const float want_a = what == AfterBackward::clip_value ? 1.0f : static_cast<float>(2.0 * m * coef);
   const float want_b = what == AfterBackward::clip_value ? 1.0f : static_cast<float>(m * coef);
   const float tol_a = what == AfterBackward::clip_norm_active ? 1e-6f * want_a : 0.0f;
