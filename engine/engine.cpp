@@ -489,7 +489,7 @@ bool Engine::step() {
   const std::uint64_t this_step = state_.step;
   ++state_.step;
   last_step_skipped_ = true;
-  if (scaler_) {
+  if (scaler_ && scaler_->enabled()) {
     // Backward passes use scale() until this update; the next window uses the new one.
     const bool skip = scaler_->update(!finite, static_cast<std::int64_t>(this_step));
     if (skip) {

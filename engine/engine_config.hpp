@@ -30,7 +30,7 @@ UnusedParameterPolicy parse_unused_parameter_policy(std::string_view name);
 // What the optimizer step does when the synchronised gradients hold inf or NaN and no
 // dynamic loss scaler handles it (mixed_precision bf16 or no).
 enum class NanPolicy : std::uint8_t {
-  error,  // throw, on every rank, naming the step
+  error,  // throw, on every rank, naming the step and the first non-finite parameter
   skip,   // skip the optimizer step (counted in skipped_steps) and go on; zero_grad() clears them
 };
 

@@ -326,6 +326,32 @@ TEST_F(MixedPrecisionTest, NanPolicyErrorNamesTheStepAndTheFirstNonFiniteParamet
   EXPECT_EQ(message.find("'c'"), std::string::npos) << message;
 }
 
+// A disabled fp16 loss scaler (loss_scaler.enabled = false) leaves inf/NaN to nan_policy.
+TEST_F(MixedPrecisionTest, DisabledLossScalerFallsBackToNanPolicy) {
+  for (NanPolicy policy : {NanPolicy::skip, NanPolicy::error}) {
+    EngineConfig config;
+    config.mixed_precision = Precision::fp16;
+    config.loss_scaler.enabled = false;
+    config.nan_policy = policy;
+    std::vector<float> a(4, 1.0f);
+    Engine engine(config, comm_);
+    engine.register_parameters({{"a", {4}, a, {}}});
+    EXPECT_EQ(engine.loss_scale(), 1.0f);
+    engine.backward([&] {
+      std::span<float> g = engine.gradient("a");
+      std::fill(g.begin(), g.end(), injects() ? kInf : 1.0f);
+      engine.grad_ready("a");
+    });
+    if (policy == NanPolicy::skip) {
+      EXPECT_FALSE(engine.step());
+      EXPECT_TRUE(engine.optimizer_step_was_skipped());
+      EXPECT_EQ(engine.state().skipped_steps, 1u);
+    } else {
+      EXPECT_THROW(engine.step(), std::runtime_error);
+    }
+  }
+}
+
 // ---- unscaling exactly once per optimizer step ------------------------------------------------
 
 enum class AfterBackward { step_only, clip_norm_inactive, clip_norm_active, clip_value };
