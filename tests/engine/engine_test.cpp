@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_test_util.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
 #include "mpitrain/data/data_loader.hpp"
@@ -35,6 +36,13 @@
 
 namespace mpitrain {
 namespace {
+
+using testing::flatten;
+using testing::flatten_grads;
+using testing::identical_on_all_ranks;
+using testing::same_bits;
+using testing::same_state;
+using testing::worst_relative_error;
 
 constexpr std::size_t kFeatures = 8;
 constexpr std::size_t kClasses = 4;
@@ -67,40 +75,9 @@ nn::SgdOptions sgd_options() {
   return o;
 }
 
-std::vector<float> flatten(const std::vector<nn::Parameter*>& params) {
-  std::vector<float> out;
-  for (const nn::Parameter* p : params) out.insert(out.end(), p->value.data(), p->value.data() + p->value.numel());
-  return out;
-}
 
-std::vector<float> flatten_grads(const std::vector<nn::Parameter*>& params) {
-  std::vector<float> out;
-  for (const nn::Parameter* p : params) out.insert(out.end(), p->grad.data(), p->grad.data() + p->grad.numel());
-  return out;
-}
 
-// Returns max |a - b| / max |b| per parameter tensor, the worst over tensors.
-double worst_relative_error(const std::vector<nn::Parameter*>& a, const std::vector<nn::Parameter*>& b) {
-  double worst = 0.0;
-  for (std::size_t k = 0; k < a.size(); ++k) {
-    double diff = 0.0;
-    double scale = 0.0;
-    for (std::size_t i = 0; i < a[k]->value.numel(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::fabs(a[k]->value[i] - b[k]->value[i])));
-      scale = std::max(scale, static_cast<double>(std::fabs(b[k]->value[i])));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
 
-// Returns true when every rank holds the same bits as rank 0.
-bool identical_on_all_ranks(const Communicator& comm, const std::vector<float>& values) {
-  std::vector<float> root = values;
-  comm.broadcast(std::span<float>(root), 0);
-  const int same = std::memcmp(root.data(), values.data(), values.size() * sizeof(float)) == 0 ? 1 : 0;
-  return comm.allreduce_value(same, ReduceOp::min) == 1;
-}
 
 // Trains `reference` on one process: `steps` optimizer steps of batches of `batch` examples.
 void train_reference(nn::Sequential& model, nn::Optimizer& opt, std::shared_ptr<const data::Dataset> ds,

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_test_util.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
 #include "mpitrain/data/data_loader.hpp"
@@ -33,6 +34,13 @@
 
 namespace mpitrain {
 namespace {
+
+using testing::flatten;
+using testing::flatten_grads;
+using testing::identical_on_all_ranks;
+using testing::same_bits;
+using testing::same_state;
+using testing::worst_relative_error;
 
 constexpr std::size_t kFeatures = 8;
 constexpr std::size_t kClasses = 4;
@@ -59,50 +67,10 @@ data::DataLoaderOptions loader_options(std::size_t batch) {
   return o;
 }
 
-std::vector<float> flatten(const std::vector<nn::Parameter*>& params) {
-  std::vector<float> out;
-  for (const nn::Parameter* p : params) out.insert(out.end(), p->value.data(), p->value.data() + p->value.numel());
-  return out;
-}
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
-// Returns true when both state dicts hold the same keys, the same scalars and bit-identical
-// tensors.
-bool same_state(const nn::StateDict& a, const nn::StateDict& b) {
-  if (a.scalars != b.scalars || a.tensors.size() != b.tensors.size()) return false;
-  for (const auto& [key, t] : a.tensors) {
-    const auto it = b.tensors.find(key);
-    if (it == b.tensors.end() || it->second.shape() != t.shape()) return false;
-    if (std::memcmp(t.data(), it->second.data(), t.numel() * sizeof(float)) != 0) return false;
-  }
-  return true;
-}
 
-// Returns max |a - b| / max |b| per parameter tensor, the worst over tensors.
-double worst_relative_error(const std::vector<nn::Parameter*>& a, const std::vector<nn::Parameter*>& b) {
-  double worst = 0.0;
-  for (std::size_t k = 0; k < a.size(); ++k) {
-    double diff = 0.0;
-    double scale = 0.0;
-    for (std::size_t i = 0; i < a[k]->value.numel(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::fabs(a[k]->value[i] - b[k]->value[i])));
-      scale = std::max(scale, static_cast<double>(std::fabs(b[k]->value[i])));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
 
-// Returns true when every rank holds the same bits as rank 0.
-bool identical_on_all_ranks(const Communicator& comm, const std::vector<float>& values) {
-  std::vector<float> root = values;
-  comm.broadcast(std::span<float>(root), 0);
-  const int same = same_bits(root, values) ? 1 : 0;
-  return comm.allreduce_value(same, ReduceOp::min) == 1;
-}
 
 class MixedPrecisionTest : public ::testing::Test {
  protected:
