@@ -2,7 +2,9 @@
 // Engine: data-parallel training over a Communicator, the C++ counterpart of
 // accelerate.Accelerator over PyTorch DDP.
 //
-//   Engine engine(config, comm);
+//   nn::Sequential model = ...;  nn::AdamW optimizer(...);    // declared before the engine:
+//   data::DataLoader loader = ...;                          // it refers to them until it is
+//   Engine engine(config, comm);                            // destroyed
 //   engine.prepare(model, optimizer, loader, &scheduler);   // in place, see prepare()
 //   for (data::Batch batch; engine.next_batch(batch);) {
 //     auto micro = engine.accumulate();                     // one micro-step
