@@ -11,8 +11,9 @@
 // a group holds every (type, algorithm) whose size at that count is in the range, e.g. with
 // --dtype f32,bf16 the f32 rows of 4 MiB and the bf16 rows of 2 MiB (both 1M elements).
 // Within a group every row runs the same number of iterations, and the rows take turns in
-// blocks of about 100 us (mpi default ring, default ring mpi, ring mpi default, ...), so that
-// the noise of a shared machine hits them alike. Without --iters the run goes on until every
+// blocks of about 100 us, each row following every other one equally often (mpi default
+// mpi ring default ring, ...), so that the noise of a shared machine, and what one row
+// leaves in the caches for the next, hit them alike. Without --iters the run goes on until every
 // mean is known to 1% (standard error over the blocks), between 0.25 and 2.5 s per row. The
 // plain MPI call (`mpi`) is always measured: vs_mpi divides every row's busbw by the busbw
 // of the mpi row of its type and size. Time per iteration is the mean over the iterations,
@@ -245,6 +246,36 @@ struct BlockStats {
   }
 };
 
+// Returns the order in which k rows take turns: a closed walk through the complete directed
+// graph on 0..k-1 that takes every edge (a, b), a != b, exactly once (an Eulerian circuit,
+// found with Hierholzer's algorithm), as its k(k-1) vertices; [0] when k is 1. Every row
+// appears k-1 times and follows every other row exactly once, the walk's end included (it
+// closes on its start). Deterministic: every rank derives the same order.
+std::vector<std::size_t> balanced_order(std::size_t k) {
+  if (k <= 1) return {0};
+  std::vector<std::vector<std::size_t>> unused(k);  // out-edges not taken, smallest last
+  for (std::size_t a = 0; a < k; ++a) {
+    for (std::size_t b = k; b-- > 0;) {
+      if (b != a) unused[a].push_back(b);
+    }
+  }
+  std::vector<std::size_t> path{0};
+  std::vector<std::size_t> circuit;
+  while (!path.empty()) {
+    const std::size_t v = path.back();
+    if (unused[v].empty()) {
+      circuit.push_back(v);
+      path.pop_back();
+    } else {
+      path.push_back(unused[v].back());
+      unused[v].pop_back();
+    }
+  }
+  std::reverse(circuit.begin(), circuit.end());
+  circuit.pop_back();  // the circuit ends where it began
+  return circuit;
+}
+
 // The buffers of one type in a group: this rank's input and the output.
 struct Buffers {
   DType type = DType::f32;
@@ -301,35 +332,40 @@ class Bench {
         iters > 0 ? static_cast<int>(std::clamp(kBlockSeconds / probe, 1.0, double(iters)))
                   : static_cast<int>(std::max(1.0, kBlockSeconds / probe));
 
-    // Interleave: blocks of `block_iters_max` iterations per row, the order rotated every
-    // round (mpi default ring, default ring mpi, ring mpi default, ...), so that every row
-    // takes every position and follows every other one equally often. With --iters the
-    // count is fixed; otherwise the ranks agree every kCheckSeconds whether to go on.
-    // The check happens every `check_rounds` rounds, a number every rank derives from the
-    // agreed probe: ranks must not decide on their own clocks when to enter the allreduce.
-    const double round_seconds =
-        probe * block_iters_max * static_cast<double>(cases.size());
-    const int check_rounds = static_cast<int>(std::max(1.0, kCheckSeconds / round_seconds));
+    // Interleave: blocks of `block_iters_max` iterations per row, in the order of a closed
+    // walk that takes every ordered pair of distinct rows exactly once (with rows a, b, c:
+    // a b a c b c, then again), so that every row follows every other one equally often and
+    // never itself: what a row leaves in the caches and in MPI's buffers is the same for
+    // every row that follows it. (Rotating one order, a b c, b c a, c a b, would always put
+    // b after a: at sizes where a block is one iteration that bias reached 15%.) With --iters
+    // the count is fixed; otherwise the ranks agree every kCheckSeconds whether to go on.
+    // The check happens at the end of a walk, every `check_walks` walks, a number every
+    // rank derives from the agreed probe: ranks must not decide on their own clocks when to
+    // enter the allreduce. After each walk every row has run the same number of iterations.
+    const std::vector<std::size_t> walk = balanced_order(cases.size());
+    const double walk_seconds = probe * block_iters_max * static_cast<double>(walk.size());
+    const int check_walks = static_cast<int>(std::max(1.0, kCheckSeconds / walk_seconds));
     std::vector<BlockStats> stats(cases.size());
+    std::vector<int> done(cases.size(), 0);  // iterations run, per row
     const auto start = std::chrono::steady_clock::now();
-    int done = 0;
-    for (int round = 0;; ++round) {
-      if (iters > 0 && done >= iters) break;
-      const int block_iters = iters > 0 ? std::min(block_iters_max, iters - done) : block_iters_max;
-      for (std::size_t j = 0; j < cases.size(); ++j) {
-        const std::size_t c = (j + static_cast<std::size_t>(round)) % cases.size();
+    for (int w = 0;; ++w) {
+      if (iters > 0 && done.front() >= iters) break;
+      for (std::size_t c : walk) {
+        const int block_iters = iters > 0 ? std::min(block_iters_max, iters - done[c]) : block_iters_max;
+        if (block_iters == 0) continue;  // this row has its --iters (same on every rank)
         comm_.barrier();
         const auto t0 = std::chrono::steady_clock::now();
         for (int k = 0; k < block_iters; ++k) execute_case(cases[c]);
         stats[c].add(seconds_since(t0), block_iters);
+        done[c] += block_iters;
       }
-      done += block_iters;
-      if (iters > 0 || (round + 1) % check_rounds != 0) continue;
+      if (iters > 0 || (w + 1) % check_walks != 0) continue;
       const double per_case = seconds_since(start) / static_cast<double>(cases.size());
       double worst = 0;
       for (const BlockStats& st : stats) worst = std::max(worst, st.rel_error(block_iters_max));
-      const bool more = per_case < kMinSeconds || done < kMinIters ||
-                        (worst > kTargetRelError && per_case < kMaxSeconds && done < kMaxIters);
+      const bool more = per_case < kMinSeconds || done.front() < kMinIters ||
+                        (worst > kTargetRelError && per_case < kMaxSeconds &&
+                         done.front() < kMaxIters);
       if (comm_.allreduce_value(more ? 1 : 0, ReduceOp::max) == 0) break;
     }
 
@@ -342,7 +378,7 @@ class Bench {
       row.size = b.count * b.esize;
       row.count = b.count;
       row.algo = algos_[cases[c].algo].name;
-      const double t = comm_.allreduce_value(stats[c].seconds, ReduceOp::max) / done;
+      const double t = comm_.allreduce_value(stats[c].seconds, ReduceOp::max) / done[c];
       row.time_us = t * 1e6;
       row.algbw = static_cast<double>(row.size) / t / 1e9;
       row.busbw = row.algbw * factor;
