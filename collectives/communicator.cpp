@@ -12,15 +12,23 @@
 //       kHalfRingMinBytes * (size() - 1)      bytes as sent, for sum, max and min,
 //       kHalfAvgRingMinBytes * (size() - 1)   for avg (MPI's path must stage fp32 to divide
 //                                             before the final rounding: twice the traffic),
-//     and MPI below. Measured at 2 ranks, the algorithms interleaved as collective_bench
-//     does (Open MPI 4.1.4, vader/CMA, 2-core AMD EPYC VM; `collective_bench --dtype bf16
-//     --algo all` shows the sums). Ring time / MPI time for bf16 and f16 sums: 1.1-2.1 at
-//     1-8 KiB; 0.5-0.95 from 16 KiB to 1 MiB; 1.03-1.2 at 2-4 MiB; 0.35-0.7 from 8 MiB up.
-//     For averages: 1.35 at 1 KiB, 0.2-0.86 from 2 KiB up. The rule keeps one threshold
-//     rather than carving out the 2-4 MiB band where MPI is a little faster on this machine:
-//     the band's position depends on the machine, the ring's advantages elsewhere do not. The
-//     ring's latency grows with its 2(n-1) steps, hence the factor size() - 1 (a heuristic:
-//     only 2 ranks could be measured on one 2-core node). One rank runs MPI always.
+//     and MPI below, except that at 2 ranks bf16 sums, maxima and minima of
+//     [kBf16MpiBandMinBytes, kBf16MpiBandEndBytes) bytes (2 MiB up to 8 MiB) use MPI.
+//     Measured at 2 ranks (Open MPI 4.1.4, vader/CMA, 2-core AMD EPYC VM shared with other
+//     work), `collective_bench --dtype bf16,f16 --algo all`, 10 runs with the rows
+//     interleaved with balanced predecessors (3 of 1 KiB-256 MiB, 4 of 256 KiB-16 MiB, 3 of
+//     1.5-12 MiB). Ring time / MPI time for sums: 1.05-1.95 at 1-8 KiB, 0.6-0.9 from 16 KiB
+//     to 1.5 MiB, 0.9-1.02 at 8 MiB, 0.33-0.78 from 16 MiB up. From 2 to 6 MiB both
+//     algorithms switch, run to run, between a fast and a slow mode (2 MiB: about 0.4 ms or
+//     1 ms for either); in the slow mode the ring is faster (time ratio 0.75-0.9), in the
+//     fast mode it is not, and for bf16 it reached only 0.91-0.98 x MPI's busbw at 2, 3 and
+//     4 MiB: below the 0.95 x MPI that the default must keep, hence the band, where the
+//     default is MPI itself. f16 kept the ring at 0.967 x MPI or better in those runs, so
+//     it has no band. Above 2 ranks nothing
+//     could be measured (one 2-core node), and MPI's algorithms differ with the number of
+//     ranks: the band is not applied. Averages: ring time / MPI time 1.35 at 1 KiB,
+//     0.2-0.86 from 2 KiB up. The ring's latency grows with its 2(n-1) steps, hence the
+//     factor size() - 1 (a heuristic). One rank runs MPI always.
 //
 // Splitting: every call hands MPI at most max_call_count() elements (INT_MAX unless lowered).
 // allreduce and broadcast loop over pieces; reduce_scatter, allgather, allgatherv and gather,
@@ -53,6 +61,9 @@ namespace {
 // default (see the rule at the top of this file).
 constexpr std::size_t kHalfRingMinBytes = std::size_t{16} << 10;
 constexpr std::size_t kHalfAvgRingMinBytes = std::size_t{2} << 10;
+// At 2 ranks, bf16 sums, maxima and minima of [min, end) bytes as sent use MPI.
+constexpr std::size_t kBf16MpiBandMinBytes = std::size_t{2} << 20;
+constexpr std::size_t kBf16MpiBandEndBytes = std::size_t{8} << 20;
 // fp32 staging for 16-bit averages through MPI is done in pieces of at most this many
 // elements, bounding the extra memory to 32 MiB per call.
 constexpr std::size_t kStageElements = std::size_t{8} << 20;
@@ -391,10 +402,14 @@ void Communicator::require_equal_sizes(std::string_view call, std::size_t expect
 AllreduceAlgorithm Communicator::default_allreduce_algorithm(std::size_t count, DType type,
                                                               ReduceOp op) const noexcept {
   if (!is_half(type) || size_ == 1) return AllreduceAlgorithm::mpi;
+  const std::size_t bytes = count * dtype_bytes(type);
+  if (type == DType::bf16 && op != ReduceOp::avg && size_ == 2 && bytes >= kBf16MpiBandMinBytes &&
+      bytes < kBf16MpiBandEndBytes) {
+    return AllreduceAlgorithm::mpi;
+  }
   const std::size_t per_step = op == ReduceOp::avg ? kHalfAvgRingMinBytes : kHalfRingMinBytes;
   const std::size_t min_bytes = per_step * static_cast<std::size_t>(size_ - 1);
-  return count * dtype_bytes(type) >= min_bytes ? AllreduceAlgorithm::ring
-                                                : AllreduceAlgorithm::mpi;
+  return bytes >= min_bytes ? AllreduceAlgorithm::ring : AllreduceAlgorithm::mpi;
 }
 
 // ---- blocking collectives ---------------------------------------------------------------------

@@ -124,10 +124,36 @@ TEST_F(CommunicatorTest, DefaultAlgorithmRule) {
               AllreduceAlgorithm::mpi);
   }
   // 16-bit types: MPI for small buffers, the ring for large ones (one rank: MPI).
+  const AllreduceAlgorithm large = size() == 1 ? AllreduceAlgorithm::mpi : AllreduceAlgorithm::ring;
   for (DType t : {DType::bf16, DType::f16}) {
-    EXPECT_EQ(comm_.default_allreduce_algorithm(16, t, ReduceOp::sum), AllreduceAlgorithm::mpi);
-    EXPECT_EQ(comm_.default_allreduce_algorithm(std::size_t{1} << 24, t, ReduceOp::sum),
-              size() == 1 ? AllreduceAlgorithm::mpi : AllreduceAlgorithm::ring);
+    for (ReduceOp op : kAllOps) {
+      EXPECT_EQ(comm_.default_allreduce_algorithm(16, t, op), AllreduceAlgorithm::mpi);
+      EXPECT_EQ(comm_.default_allreduce_algorithm(std::size_t{1} << 24, t, op), large);
+      EXPECT_EQ(comm_.default_allreduce_algorithm(std::size_t{1} << 19, t, op), large);  // 1 MiB
+    }
+    // The ring from 16 KiB (sums) and 2 KiB (averages) times size() - 1, as sent.
+    const std::size_t n1 = std::max<std::size_t>(n() - 1, 1);
+    EXPECT_EQ(comm_.default_allreduce_algorithm(8192 * n1 - 1, t, ReduceOp::sum),
+              AllreduceAlgorithm::mpi);
+    EXPECT_EQ(comm_.default_allreduce_algorithm(8192 * n1, t, ReduceOp::sum), large);
+    EXPECT_EQ(comm_.default_allreduce_algorithm(1024 * n1 - 1, t, ReduceOp::avg),
+              AllreduceAlgorithm::mpi);
+    EXPECT_EQ(comm_.default_allreduce_algorithm(1024 * n1, t, ReduceOp::avg), large);
+  }
+  // At 2 ranks, bf16 sums, maxima and minima of 2 MiB up to 8 MiB (as sent) use MPI; f16,
+  // averages and other world sizes keep the ring.
+  for (ReduceOp op : kAllOps) {
+    for (std::size_t bytes : {std::size_t{2} << 20, std::size_t{3} << 20, (std::size_t{8} << 20) - 2}) {
+      const bool band = size() == 2 && op != ReduceOp::avg;
+      EXPECT_EQ(comm_.default_allreduce_algorithm(bytes / 2, DType::bf16, op),
+                band ? AllreduceAlgorithm::mpi : large)
+          << bytes << " B " << to_string(op);
+      EXPECT_EQ(comm_.default_allreduce_algorithm(bytes / 2, DType::f16, op), large);
+    }
+    EXPECT_EQ(comm_.default_allreduce_algorithm((std::size_t{2} << 20) / 2 - 1, DType::bf16, op),
+              large);
+    EXPECT_EQ(comm_.default_allreduce_algorithm((std::size_t{8} << 20) / 2, DType::bf16, op),
+              large);
   }
 }
 
