@@ -725,7 +725,7 @@ nn::Shape H5Group::tensor_shape(std::string_view name) const {
 nn::Tensor H5Group::read_tensor(std::string_view name) const {
   const QuietErrors quiet;
   auto [d, shape] = open_tensor(id_.get(), name, file_, path_);
-  nn::Tensor tensor(shape);
+  nn::Tensor tensor = nn::Tensor::uninitialized(shape);  // every value is read below
   read_float_data(d, tensor.span(), shape, file_, child_path(name));
   return tensor;
 }
