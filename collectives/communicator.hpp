@@ -97,6 +97,12 @@ class Communicator {
   AllreduceAlgorithm default_allreduce_algorithm(std::size_t count, DType type,
                                                  ReduceOp op) const noexcept;
 
+  // Returns the algorithm allreduce(std::span<float>, op, wire, default_) runs for this count
+  // (fp32 values), wire type and op (never default_); as default_allreduce_algorithm, from
+  // the arguments and size() only.
+  AllreduceAlgorithm default_wire_allreduce_algorithm(std::size_t count, DType wire,
+                                                      ReduceOp op) const noexcept;
+
   // Returns the largest element count handed to one MPI call (INT_MAX unless lowered).
   // Longer buffers are split into pieces of at most this many elements.
   std::size_t max_call_count() const noexcept;
@@ -130,6 +136,26 @@ class Communicator {
                   std::span<const std::size_t> recv_counts, DType type) const;
   // Like allgather, but only `root` receives (recv may be empty elsewhere).
   void gather(const void* send, void* recv, std::size_t send_count, DType type, int root) const;
+
+  // ---- fp32 data, 16-bit wire format ------------------------------------------------------
+  // Allreduces the fp32 values of `data` in place, sending them as `wire`. f32 is the plain
+  // allreduce above. For bf16 and f16 the result is, bit for bit, what converting `data` to
+  // `wire`, allreduce(...) of that 16-bit buffer with `algo` (default_ resolved by
+  // default_wire_allreduce_algorithm) and converting back give (a sum that meets two NaNs is
+  // a quiet NaN either way, whose payload may come from either):
+  //   ring  the fused ring (collectives/wire_ring_allreduce.hpp): same messages, same
+  //         roundings as the 16-bit ring, but no conversion pass over the whole buffer (each
+  //         rank rounds its values inside the combining loop and widens results as they
+  //         arrive), so it costs about what the 16-bit ring costs;
+  //   mpi   converts into 16-bit scratch, calls MPI_Allreduce (our fp32-combining user ops;
+  //         avg: fp32 sums of the rounded values, divided before the final rounding), and
+  //         converts back: two extra passes over the buffer.
+  // `scratch` holds at least data.size() 16-bit values for the call to use (a caller that
+  // reduces the same buffers again and again keeps them); empty: the call allocates its own.
+  // Throws std::invalid_argument for another wire type or a short scratch.
+  void allreduce(std::span<float> data, ReduceOp op, DType wire,
+                 AllreduceAlgorithm algo = AllreduceAlgorithm::default_,
+                 std::span<std::uint16_t> scratch = {}) const;
 
   // Nonblocking forms: same arguments and results as the blocking calls; the buffers must
   // stay untouched until the Request completes. Each posts MPI's nonblocking collectives
@@ -204,6 +230,9 @@ class Communicator {
   }
 
  private:
+  // The blocking allreduce without counting it in collectives_issued().
+  void allreduce_uncounted(const void* send, void* recv, std::size_t count, DType type,
+                           ReduceOp op, AllreduceAlgorithm algo) const;
   // Throws std::invalid_argument naming the call and both sizes when they differ.
   void require_equal_sizes(std::string_view call, std::size_t expected, std::size_t got) const;
 

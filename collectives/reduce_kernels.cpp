@@ -2,8 +2,10 @@
 // call; per element one fp32 add (16-bit formats: plus two widenings and one rounding).
 #include "mpitrain/collectives/reduce_kernels.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <type_traits>
 
@@ -96,6 +98,20 @@ struct Bf16x8 {
         _mm256_permute4x64_epi64(_mm256_packus_epi32(round_sum(lo), round_sum(hi)), 0xd8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
   }
+  // Returns float(round(x)): x rounded to bf16 (NaN quieted, as round()), widened back.
+  MPITRAIN_AVX2 static __m256 round_widen(__m256 x) noexcept {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(round(x), 16));
+  }
+  // Stores 16 sums or averages of bf16 values as store2 does, and their fp32 values (exact)
+  // to f[0..16).
+  MPITRAIN_AVX2 static void store2_widen(std::uint16_t* p, float* f, __m256 lo, __m256 hi) noexcept {
+    const __m256i bl = round_sum(lo);
+    const __m256i bh = round_sum(hi);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm256_permute4x64_epi64(_mm256_packus_epi32(bl, bh), 0xd8));
+    _mm256_storeu_ps(f, _mm256_castsi256_ps(_mm256_slli_epi32(bl, 16)));
+    _mm256_storeu_ps(f + 8, _mm256_castsi256_ps(_mm256_slli_epi32(bh, 16)));
+  }
 };
 
 struct Fp16x8 {
@@ -111,6 +127,19 @@ struct Fp16x8 {
   MPITRAIN_AVX2 static void store2(std::uint16_t* p, __m256 lo, __m256 hi) noexcept {
     store(p, lo);
     store(p + 8, hi);
+  }
+  // Returns float(round(x)): x rounded to f16, widened back.
+  MPITRAIN_AVX2 static __m256 round_widen(__m256 x) noexcept {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  // Stores 16 values as store2 does, and their fp32 values (exact) to f[0..16).
+  MPITRAIN_AVX2 static void store2_widen(std::uint16_t* p, float* f, __m256 lo, __m256 hi) noexcept {
+    const __m128i hl = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i hh = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), hl);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 8), hh);
+    _mm256_storeu_ps(f, _mm256_cvtph_ps(hl));
+    _mm256_storeu_ps(f + 8, _mm256_cvtph_ps(hh));
   }
 };
 
@@ -154,6 +183,57 @@ MPITRAIN_AVX2 void avx_narrow(const float* src, std::uint16_t* dst, std::size_t 
   for (; i < n; ++i) dst[i] = V::Scalar::store(src[i] / d);
 }
 
+// w[i] = round((w[i] + round(local[i])) / divisor) (Divide) or round(w[i] + round(local[i]));
+// with Widen also out[i] = float(w[i]). out may equal local: each block of 16 lanes is loaded
+// before it is stored.
+template <class V, bool Divide, bool Widen>
+MPITRAIN_AVX2 void avx_combine_wire(std::uint16_t* w, const float* local, float* out,
+                                    std::size_t n, int divisor) noexcept {
+  using F = typename V::Scalar;
+  const float d = static_cast<float>(divisor);
+  const __m256 dv = _mm256_set1_ps(d);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256 lo = _mm256_add_ps(V::load(w + i), V::round_widen(_mm256_loadu_ps(local + i)));
+    __m256 hi = _mm256_add_ps(V::load(w + i + 8), V::round_widen(_mm256_loadu_ps(local + i + 8)));
+    if constexpr (Divide) {
+      lo = _mm256_div_ps(lo, dv);
+      hi = _mm256_div_ps(hi, dv);
+    }
+    if constexpr (Widen) {
+      V::store2_widen(w + i, out + i, lo, hi);
+    } else {
+      V::store2(w + i, lo, hi);
+    }
+  }
+  for (; i < n; ++i) {
+    float x = F::load(w[i]) + F::load(F::store(local[i]));
+    if constexpr (Divide) x /= d;
+    w[i] = F::store(x);
+    if constexpr (Widen) out[i] = F::load(w[i]);
+  }
+}
+
+// Returns true when it handled the fused 16-bit sum/average (the CPU has AVX2 and F16C).
+// out == nullptr: a middle step (no fp32 output).
+bool fast_combine_wire(void* wire, const float* local, float* out, std::size_t n, DType type,
+                       int divisor) noexcept {
+  if (!cpu_has_avx2_f16c()) return false;
+  auto* w = static_cast<std::uint16_t*>(wire);
+  const bool bf = type == DType::bf16;
+  if (out == nullptr) {
+    if (bf) avx_combine_wire<Bf16x8, false, false>(w, local, out, n, divisor);
+    else avx_combine_wire<Fp16x8, false, false>(w, local, out, n, divisor);
+  } else if (divisor == 1) {
+    if (bf) avx_combine_wire<Bf16x8, false, true>(w, local, out, n, divisor);
+    else avx_combine_wire<Fp16x8, false, true>(w, local, out, n, divisor);
+  } else {
+    if (bf) avx_combine_wire<Bf16x8, true, true>(w, local, out, n, divisor);
+    else avx_combine_wire<Fp16x8, true, true>(w, local, out, n, divisor);
+  }
+  return true;
+}
+
 // Returns true when it handled the 16-bit sum/average (the CPU has AVX2 and F16C).
 bool fast_half_sum(void* out, const void* a, const void* b, std::size_t n, DType type,
                    int divisor) noexcept {
@@ -174,6 +254,9 @@ bool fast_narrow(const float* src, void* dst, std::size_t n, DType type, int div
 }
 #else
 bool fast_half_sum(void*, const void*, const void*, std::size_t, DType, int) noexcept {
+  return false;
+}
+bool fast_combine_wire(void*, const float*, float*, std::size_t, DType, int) noexcept {
   return false;
 }
 bool fast_narrow(const float*, void*, std::size_t, DType, int) noexcept { return false; }
@@ -386,6 +469,42 @@ MPITRAIN_KERNEL void narrow_from_f32(const float* src, void* dst, std::size_t co
   if (is_half(type) && fast_narrow(src, dst, count, type, divisor)) return;
   if (type == DType::bf16) half_narrow<Bf16>(src, dst, count, divisor);
   if (type == DType::f16) half_narrow<Fp16>(src, dst, count, divisor);
+}
+
+// The fused steps on any CPU and for every op: the local operand is rounded into a small
+// 16-bit block, and the kernels above combine the block as ring_allreduce.cpp combines a
+// received segment with its local one (out = received (op) local).
+namespace {
+void combine_wire_blocks(void* wire, const float* local, float* out, std::size_t count,
+                         DType type, ReduceOp op, int divisor) noexcept {
+  constexpr std::size_t kBlock = 1024;  // 2 KiB of 16-bit values: stays in L1
+  std::uint16_t block[kBlock];
+  auto* w = static_cast<std::uint16_t*>(wire);
+  for (std::size_t off = 0; off < count; off += kBlock) {
+    const std::size_t len = std::min(kBlock, count - off);
+    narrow_from_f32(local + off, block, len, type, 1);
+    if (out != nullptr && op == ReduceOp::avg) {
+      sum_and_divide(block, w + off, block, len, type, divisor);
+    } else {
+      reduce_into(block, w + off, block, len, type, op);
+    }
+    std::memcpy(w + off, block, len * sizeof(std::uint16_t));
+    if (out != nullptr) widen_to_f32(block, out + off, len, type);
+  }
+}
+}  // namespace
+
+void combine_wire(void* wire, const float* local, std::size_t count, DType type,
+                  ReduceOp op) noexcept {
+  if (is_half_sum(type, op) && fast_combine_wire(wire, local, nullptr, count, type, 1)) return;
+  combine_wire_blocks(wire, local, nullptr, count, type, op, 1);
+}
+
+void combine_wire_last(void* wire, const float* local, float* out, std::size_t count, DType type,
+                       ReduceOp op, int divisor) noexcept {
+  const int d = op == ReduceOp::avg ? divisor : 1;
+  if (is_half_sum(type, op) && fast_combine_wire(wire, local, out, count, type, d)) return;
+  combine_wire_blocks(wire, local, out, count, type, op, d);
 }
 
 }  // namespace mpitrain::detail

@@ -46,4 +46,23 @@ void widen_to_f32(const void* src, float* dst, std::size_t count, DType type) no
 void narrow_from_f32(const float* src, void* dst, std::size_t count, DType type,
                      int divisor) noexcept;
 
+// ---- fp32 data with a 16-bit wire format (wire_ring_allreduce.cpp) ----------------------
+// These give, bit for bit, what the kernels above give on round(local), the 16-bit value a
+// rank would have sent had it converted its whole buffer first, with the received operand
+// first, as ring_allreduce.cpp's reduce_into(dst, received, local). The one freedom: a sum of
+// two NaNs is a quiet NaN whose payload may come from either operand (IEEE 754 leaves it
+// open, and the compiler may order an addition's operands either way). `type` is bf16 or f16.
+
+// wire[i] = wire[i] (op) round(local[i]): a middle combining step (avg combines as sum).
+// One pass: reads 2 + 4 bytes, writes 2 bytes per element.
+void combine_wire(void* wire, const float* local, std::size_t count, DType type,
+                  ReduceOp op) noexcept;
+
+// The last combining step: w = wire[i] (op) round(local[i]), for avg (wire[i] + round(local[i]))
+// / divisor in fp32 with one rounding (as sum_and_divide; the other ops ignore divisor); then
+// wire[i] = w and out[i] = float(w). `out` may be `local` exactly; otherwise no overlap. One
+// pass: reads 2 + 4 bytes, writes 2 + 4 bytes per element.
+void combine_wire_last(void* wire, const float* local, float* out, std::size_t count, DType type,
+                       ReduceOp op, int divisor) noexcept;
+
 }  // namespace mpitrain::detail

@@ -9,77 +9,18 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <string>
 #include <vector>
 
-#include "mpitrain/collectives/mpi_error.hpp"
 #include "mpitrain/collectives/reduce_kernels.hpp"
+#include "mpitrain/collectives/ring_schedule.hpp"
 
 namespace mpitrain::detail {
 namespace {
 
-constexpr int kRingTag = 0x5249;  // "RI"
 // Segments of a chunk in flight at once during reduce-scatter.
-constexpr std::size_t kSlots = 3;
+constexpr std::size_t kSlots = kRingSlots;
 // Largest single message of the allgather phase (bytes, below INT_MAX).
 constexpr std::size_t kMaxMessageBytes = std::size_t{1} << 30;
-
-// The n chunks of a buffer of `count` elements: as equal as possible, the first count % n
-// chunks one element longer. Chunks are empty when count < n.
-struct Chunks {
-  std::size_t count;
-  std::size_t n;
-  std::size_t begin(std::size_t c) const noexcept {
-    return count / n * c + std::min(c, count % n);
-  }
-  std::size_t length(std::size_t c) const noexcept { return count / n + (c < count % n ? 1 : 0); }
-};
-
-class Ring {
- public:
-  Ring(MPI_Comm comm, int rank, int size, std::size_t count)
-      : comm_(comm), rank_(rank), size_(size), count_(count) {}
-
-  int right() const noexcept { return (rank_ + 1) % size_; }
-  int left() const noexcept { return (rank_ + size_ - 1) % size_; }
-  std::size_t chunk_of(int offset) const noexcept {
-    return static_cast<std::size_t>(((rank_ + offset) % size_ + size_) % size_);
-  }
-
-  // Posts sends of bytes [data, data + bytes) to the right neighbour in messages of at most
-  // `piece` bytes.
-  void post_sends(const std::byte* data, std::size_t bytes, std::size_t piece,
-                  std::vector<MPI_Request>& reqs) const {
-    for (std::size_t off = 0; off < bytes; off += piece) {
-      MPI_Request req = MPI_REQUEST_NULL;
-      check(MPI_Isend(data + off, static_cast<int>(std::min(piece, bytes - off)), MPI_BYTE,
-                      right(), kRingTag, comm_, &req),
-            "MPI_Isend");
-      reqs.push_back(req);
-    }
-  }
-  void post_recv(std::byte* data, std::size_t bytes, MPI_Request* req) const {
-    check(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, left(), kRingTag, comm_, req),
-          "MPI_Irecv");
-  }
-  void wait_all(std::vector<MPI_Request>& reqs) const {
-    if (reqs.empty()) return;
-    check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE),
-          "MPI_Waitall");
-    reqs.clear();
-  }
-  void check(int rc, const char* call) const {
-    if (rc != MPI_SUCCESS) {
-      throw MpiError(std::string(call) + " (ring allreduce)", rank_, count_, rc, {});
-    }
-  }
-
- private:
-  MPI_Comm comm_;
-  int rank_;
-  int size_;
-  std::size_t count_;
-};
 
 }  // namespace
 
@@ -126,7 +67,7 @@ void ring_allreduce(MPI_Comm comm, int rank, int size, const void* send, void* r
       ring.post_recv(slot(j), seg_len(j) * esize, &slot_req[j % kSlots]);
     }
     for (std::size_t j = 0; j < nseg; ++j) {
-      ring.check(MPI_Wait(&slot_req[j % kSlots], MPI_STATUS_IGNORE), "MPI_Wait");
+      ring.wait(&slot_req[j % kSlots]);
       const std::size_t off = j * seg * esize;
       if (last && op == ReduceOp::avg) {
         sum_and_divide(dst + off, slot(j), local + off, seg_len(j), type, size);

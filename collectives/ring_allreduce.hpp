@@ -1,6 +1,7 @@
 #pragma once
 // Ring allreduce over point-to-point messages (internal to collectives/; Communicator::allreduce
 // with AllreduceAlgorithm::ring, and the default for large bf16/f16 buffers, call it).
+// wire_ring_allreduce.hpp is its variant for fp32 data sent as bf16/f16.
 //
 // Cost for n ranks and a buffer of B bytes: 2(n-1) steps (n-1 reduce-scatter steps, then n-1
 // allgather steps); each rank sends and receives 2(n-1)/n * B bytes and combines
@@ -16,12 +17,9 @@
 #include <cstddef>
 
 #include "mpitrain/collectives/dtype.hpp"
+#include "mpitrain/collectives/ring_schedule.hpp"  // kRingSegmentBytes
 
 namespace mpitrain::detail {
-
-// Segment of a reduce-scatter chunk received and combined at a time: small enough to be
-// combined while it is still in the L2 cache, large enough to amortise a message's overhead.
-inline constexpr std::size_t kRingSegmentBytes = std::size_t{256} << 10;
 
 // Reduces `count` elements of `type` from every rank of `comm` into recv (send == recv is in
 // place). AVG divides the sum by the number of ranks within the last combining step (integers

@@ -15,6 +15,8 @@
 namespace mpitrain {
 namespace {
 
+using detail::combine_wire;
+using detail::combine_wire_last;
 using detail::divide_inplace;
 using detail::narrow_from_f32;
 using detail::reduce_inplace;
@@ -167,6 +169,68 @@ TEST_P(HalfKernels, MaxMinIgnoreOperandOrderAndPropagateNan) {
   EXPECT_EQ(r, nz);
 }
 
+// fp32 operands for the fused kernels: every exponent (a stride through the bit patterns),
+// plus values that round to ties, overflow float16, and NaNs with payloads.
+std::vector<float> fp32_operands() {
+  std::vector<float> x = {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x3p-8f, 1.0f + 0x1p-11f,
+                          65519.0f, 65520.0f, -70000.0f, 3.0e38f,
+                          std::numeric_limits<float>::infinity(),
+                          std::bit_cast<float>(0x7fa12345u), std::bit_cast<float>(0xffc00001u)};
+  for (std::uint64_t u = 0; u <= 0xffffffffull; u += 16777259) {
+    x.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(u)));
+  }
+  return x;
+}
+
+TEST_P(HalfKernels, CombineWireIsReduceIntoOfTheRoundedOperand) {
+  // Every 16-bit pattern as the received operand, against each fp32 operand: bit for bit what
+  // rounding the fp32 operand and calling reduce_into / sum_and_divide gives, except that a
+  // sum of two NaNs may keep either payload (same16; max and min choose by bit pattern, so
+  // they must match exactly).
+  const DType t = GetParam();
+  const std::size_t n = 65536;  // a multiple of 16: no scalar tail
+  std::vector<std::uint16_t> recv(n);
+  for (std::size_t i = 0; i < n; ++i) recv[i] = static_cast<std::uint16_t>(i);
+  for (float x : fp32_operands()) {
+    const std::vector<float> local(n, x);
+    const std::vector<std::uint16_t> rounded(n, float_to_half(t, x));
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min}) {
+      std::vector<std::uint16_t> expected(n);
+      reduce_into(expected.data(), recv.data(), rounded.data(), n, t, op);
+      const bool exact = op == ReduceOp::max || op == ReduceOp::min;
+      auto differences = [&](const std::vector<std::uint16_t>& got) {
+        std::size_t d = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          d += exact ? got[i] != expected[i] : !same16(t, got[i], expected[i]);
+        }
+        return d;
+      };
+      std::vector<std::uint16_t> w = recv;
+      combine_wire(w.data(), local.data(), n, t, op);
+      EXPECT_EQ(differences(w), 0u) << to_string(t) << " " << to_string(op) << " x=" << x;
+
+      // The last step: avg divides (by 3), the others ignore the divisor; the fp32 output is
+      // the 16-bit result widened, written over `local` or elsewhere.
+      if (op == ReduceOp::avg) sum_and_divide(expected.data(), recv.data(), rounded.data(), n, t, 3);
+      std::vector<float> out(n, -1.0f);
+      std::vector<float> in_place = local;
+      w = recv;
+      combine_wire_last(w.data(), local.data(), out.data(), n, t, op, 3);
+      EXPECT_EQ(differences(w), 0u) << to_string(t) << " last " << to_string(op) << " x=" << x;
+      std::vector<std::uint16_t> w_in_place = recv;
+      combine_wire_last(w_in_place.data(), in_place.data(), in_place.data(), n, t, op, 3);
+      EXPECT_EQ(w_in_place, w);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {  // the fp32 output is this call's 16-bit result
+        const std::uint32_t e = std::bit_cast<std::uint32_t>(half_to_float(t, w[i]));
+        bad += std::bit_cast<std::uint32_t>(out[i]) != e;
+        bad += std::bit_cast<std::uint32_t>(in_place[i]) != e;
+      }
+      EXPECT_EQ(bad, 0u) << to_string(t) << " last " << to_string(op) << " x=" << x;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, HalfKernels, ::testing::Values(DType::bf16, DType::f16),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
@@ -194,6 +258,31 @@ TEST(ReduceKernels, TailsOfEveryLengthAndAliasing) {
         EXPECT_EQ(half_to_float(t, hout[i]), 3.0f * static_cast<float>(i)) << to_string(t) << n;
         EXPECT_EQ(half_to_float(t, havg[i]), static_cast<float>(i)) << to_string(t) << n;
         EXPECT_EQ(hb[i], hout[i]);
+      }
+    }
+  }
+}
+
+TEST(ReduceKernels, CombineWireTailsOfEveryLength) {
+  // Lengths around the 16-lane blocks, in place (out == local): w = round(w + round(local)),
+  // the last step (w + round(local)) / 2, with local i + 2^-12 (rounds to i in both formats).
+  for (std::size_t n = 0; n <= 40; ++n) {
+    for (DType t : {DType::bf16, DType::f16}) {
+      std::vector<std::uint16_t> w(n), w_last(n);
+      std::vector<float> local(n), out(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        w[i] = w_last[i] = float_to_half(t, 2.0f * static_cast<float>(i));
+        local[i] = out[i] = static_cast<float>(i) * (1.0f + 0x1p-12f);
+      }
+      combine_wire(w.data(), local.data(), n, t, ReduceOp::sum);
+      combine_wire_last(w_last.data(), out.data(), out.data(), n, t, ReduceOp::avg, 2);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float fi = static_cast<float>(i);
+        EXPECT_EQ(half_to_float(t, w[i]), half_to_float(t, float_to_half(t, 3.0f * fi)))
+            << to_string(t) << " n=" << n << " i=" << i;
+        EXPECT_EQ(half_to_float(t, w_last[i]), half_to_float(t, float_to_half(t, 1.5f * fi)))
+            << to_string(t) << " n=" << n << " i=" << i;
+        EXPECT_EQ(out[i], half_to_float(t, w_last[i]));
       }
     }
   }
