@@ -1,7 +1,8 @@
 // GradientSync (see gradient_sync.hpp). Cost per synchronising step with P gradient values in
 // B buckets on n ranks: B allreduces of P values in total on the communication thread (or the
-// calling thread with overlap off), one fp32 -> 16-bit -> fp32 conversion pass for bf16/f16
-// wire types, and O(parameters) bookkeeping; nothing on non-synchronising micro-steps.
+// calling thread with overlap off; bf16/f16 wire types round and widen the values inside the
+// allreduce, see Communicator::allreduce(std::span<float>, ...)), and O(parameters)
+// bookkeeping; nothing on non-synchronising micro-steps.
 
 #include "mpitrain/engine/gradient_sync.hpp"
 
@@ -13,8 +14,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "mpitrain/precision/convert.hpp"
-
 namespace mpitrain {
 namespace {
 
@@ -22,9 +21,17 @@ constexpr std::size_t kAlignFloats = 16;  // 64 bytes: buckets never share a cac
 
 std::size_t align_up(std::size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
+// Returns uninitialised storage of `bytes` bytes (> 0), 64-byte aligned, to release with
+// std::free.
+void* allocate(std::size_t bytes) {
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
 }  // namespace
 
-void GradientSync::FloatDeleter::operator()(float* p) const noexcept { std::free(p); }
+void GradientSync::FreeDeleter::operator()(void* p) const noexcept { std::free(p); }
 
 GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stream,
                            GradientSyncOptions options)
@@ -89,15 +96,17 @@ GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stre
     offset = align_up(offset);
   }
   storage_count_ = std::max<std::size_t>(offset, kAlignFloats);
-  void* raw = std::aligned_alloc(64, storage_count_ * sizeof(float));
-  if (raw == nullptr) throw std::bad_alloc();
-  storage_.reset(static_cast<float*>(raw));
+  storage_.reset(static_cast<float*>(allocate(storage_count_ * sizeof(float))));
   std::fill_n(storage_.get(), storage_count_, 0.0f);
 
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    const std::size_t count = buckets_[b].count + (b + 1 == buckets_.size() ? 1 : 0);
-    if (options_.comm_dtype == DType::bf16) wire_bf16_.emplace_back(count);
-    if (options_.comm_dtype == DType::f16) wire_f16_.emplace_back(count);
+  if (options_.comm_dtype != DType::f32) {
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      const std::size_t count = buckets_[b].count + (b + 1 == buckets_.size() ? 1 : 0);
+      auto* w = static_cast<std::uint16_t*>(allocate(count * sizeof(std::uint16_t)));
+      wire_.emplace_back(w);
+      std::fill_n(w, count, std::uint16_t{0});  // touched once here, not in the first step
+      wire_count_.push_back(count);
+    }
   }
   ready_.assign(params_.size(), 0);
   pending_.assign(buckets_.size(), 0);
@@ -193,24 +202,12 @@ void GradientSync::launch(std::size_t bucket) {
 void GradientSync::reduce(std::size_t bucket) {
   const Bucket& b = buckets_[bucket];
   const std::size_t count = b.count + (bucket + 1 == buckets_.size() ? 1 : 0);
-  float* data = storage_.get() + b.offset;
-  if (options_.comm_dtype == DType::f32) {
-    comm_.allreduce(data, data, count, DType::f32, ReduceOp::sum, options_.algorithm);
-    return;
-  }
-  // A bucket's wire buffer is used only here, by one task at a time.
-  const std::span<float> values(data, count);
-  if (options_.comm_dtype == DType::bf16) {
-    std::span<bfloat16> wire = wire_bf16_[bucket];
-    convert(values, wire);
-    comm_.allreduce(wire.data(), wire.data(), count, DType::bf16, ReduceOp::sum, options_.algorithm);
-    convert(std::span<const bfloat16>(wire), values);
-  } else {
-    std::span<float16> wire = wire_f16_[bucket];
-    convert(values, wire);
-    comm_.allreduce(wire.data(), wire.data(), count, DType::f16, ReduceOp::sum, options_.algorithm);
-    convert(std::span<const float16>(wire), values);
-  }
+  // bf16/f16: the fp32 values are rounded and widened inside the allreduce (no conversion
+  // pass of their own), with the bucket's wire buffer as scratch; only this task uses it.
+  std::span<std::uint16_t> scratch;
+  if (!wire_.empty()) scratch = std::span<std::uint16_t>(wire_[bucket].get(), wire_count_[bucket]);
+  comm_.allreduce(std::span<float>(storage_.get() + b.offset, count), ReduceOp::sum,
+                  options_.comm_dtype, options_.algorithm, scratch);
 }
 
 SyncReport GradientSync::finish() {

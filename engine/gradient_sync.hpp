@@ -37,8 +37,11 @@
 //
 // Cost per synchronising step, P gradient values in B buckets on n ranks: B allreduces of
 // P * dtype_bytes(comm_dtype) bytes in total (ring: 2 (n-1)/n of that per rank on the wire);
-// for bf16/f16 one conversion pass each way (on the communication thread); O(P / 16) pointer
-// checks. No collective at all outside begin_sync()/finish(), and none on one rank.
+// for bf16/f16 the fp32 gradients are rounded to the wire type and the results widened back
+// inside the allreduce (the fused ring: no separate conversion pass; below the ring's
+// threshold, MPI's allreduce between a conversion pass each way), on the communication
+// thread; O(P / 16) pointer checks. No collective at all outside begin_sync()/finish(), and
+// none on one rank.
 
 #include <chrono>
 #include <cstddef>
@@ -54,8 +57,6 @@
 #include "mpitrain/collectives/dtype.hpp"
 #include "mpitrain/engine/engine_config.hpp"
 #include "mpitrain/nn/parameter.hpp"
-#include "mpitrain/precision/bfloat16.hpp"
-#include "mpitrain/precision/float16.hpp"
 
 namespace mpitrain {
 
@@ -159,14 +160,17 @@ class GradientSync {
   std::vector<Entry> params_;
   std::unordered_map<const nn::Parameter*, std::size_t> index_;
   std::vector<Bucket> buckets_;
-  struct FloatDeleter {
-    void operator()(float* p) const noexcept;
+  struct FreeDeleter {
+    void operator()(void* p) const noexcept;
   };
-  std::unique_ptr<float[], FloatDeleter> storage_;  // 64-byte aligned, buckets at 64-byte offsets
+  // 64-byte aligned, buckets at 64-byte offsets.
+  std::unique_ptr<float[], FreeDeleter> storage_;
   std::size_t storage_count_ = 0;
   std::size_t unused_slot_ = 0;  // storage index of the unused-count element
-  std::vector<std::vector<bfloat16>> wire_bf16_;  // per bucket, when comm_dtype is bf16
-  std::vector<std::vector<float16>> wire_f16_;    // per bucket, when comm_dtype is f16
+  // Per bucket, when comm_dtype is bf16 or f16: the allreduce's 16-bit scratch of
+  // wire_count_[b] values (kept, so no reduction allocates or first-touches a buffer).
+  std::vector<std::unique_ptr<std::uint16_t[], FreeDeleter>> wire_;
+  std::vector<std::size_t> wire_count_;
 
   bool in_sync_ = false;
   std::vector<std::uint8_t> ready_;         // per parameter, this sync

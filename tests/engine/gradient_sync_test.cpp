@@ -1,6 +1,7 @@
 // GradientSync: bucket layout, gradients living in the buckets, summed results in closed
 // form, order independence, no communication outside a synchronising backward, overlap on
-// and off bit for bit, 16-bit wire types, unused parameters under both policies.
+// and off bit for bit, 16-bit wire types (each rank's gradient rounded once before the sum),
+// unused parameters under both policies.
 
 #include "mpitrain/engine/gradient_sync.hpp"
 
@@ -173,6 +174,40 @@ INSTANTIATE_TEST_SUITE_P(
              std::string(to_string(info.param.dtype)) +
              (info.param.forward_order ? "_forward" : "_reverse");
     });
+
+TEST_F(GradientSyncTest, SixteenBitWireRoundsEachRanksGradientOnceBeforeSumming) {
+  // Rank r's gradients are 2^r * (1 + 3/8 ulp): each rounds to 2^r in the wire type, and the
+  // partial sums of distinct powers of two are exact, so the result is exactly 2^n - 1. Summing
+  // in fp32 first would give (2^n - 1)(1 + 3/8 ulp), which rounds up at 2-4 ranks. One rank
+  // communicates nothing, so its gradients stay as they are. One parameter's bucket (20000 values, 40 KB as sent) is large enough
+  // for the fused ring, the others go through MPI (see default_wire_allreduce_algorithm).
+  const int n = comm_.size();
+  const int r = comm_.rank();
+  for (DType wire : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::string(to_string(wire)));
+    const float ulp_at_one = wire == DType::bf16 ? 0x1p-7f : 0x1p-10f;
+    const float g = std::ldexp(1.0f + 0.375f * ulp_at_one, r);
+    auto params = make_params({20000, 100, 3});
+    GradientSyncOptions options;
+    options.first_bucket_bytes = 8;
+    options.bucket_cap_bytes = 256;
+    options.comm_dtype = wire;
+    GradientSync sync(synced(params), stream_, options);
+    ASSERT_EQ(sync.buckets().size(), 3u);
+    for (auto& p : params) {
+      for (std::size_t i = 0; i < p->grad.numel(); ++i) p->grad[i] = g;
+    }
+    sync.begin_sync();
+    for (auto it = params.rbegin(); it != params.rend(); ++it) sync.mark_ready(**it);
+    sync.finish();
+    const float expected = n == 1 ? g : static_cast<float>((1 << n) - 1);
+    for (const auto& p : params) {
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < p->grad.numel(); ++i) wrong += p->grad[i] != expected;
+      EXPECT_EQ(wrong, 0u) << p->name << ": " << p->grad[0] << " instead of " << expected;
+    }
+  }
+}
 
 TEST_F(GradientSyncTest, NoCollectiveOutsideASynchronisingBackward) {
   auto params = make_params({100, 200});
