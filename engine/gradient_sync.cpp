@@ -6,6 +6,8 @@
 
 #include "mpitrain/engine/gradient_sync.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,14 +20,22 @@ namespace mpitrain {
 namespace {
 
 constexpr std::size_t kAlignFloats = 16;  // 64 bytes: buckets never share a cache line
+// Buffers of at least this many bytes are aligned to it and ask for transparent huge pages
+// (as nn::Tensor does): the reductions stream through them, and with 4 KiB pages every 4 KiB
+// costs a TLB miss in the kernels and a page to pin in MPI's single-copy transfers.
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 std::size_t align_up(std::size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
 // Returns uninitialised storage of `bytes` bytes (> 0), 64-byte aligned, to release with
 // std::free.
 void* allocate(std::size_t bytes) {
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  const std::size_t align = bytes >= kHugePage ? kHugePage : 64;
+  const std::size_t rounded = (bytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) throw std::bad_alloc();
+  // Advice only: where THP is off or madvise fails, the memory works the same.
+  if (align == kHugePage) ::madvise(p, rounded, MADV_HUGEPAGE);
   return p;
 }
 

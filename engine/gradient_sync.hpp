@@ -163,7 +163,7 @@ class GradientSync {
   struct FreeDeleter {
     void operator()(void* p) const noexcept;
   };
-  // 64-byte aligned, buckets at 64-byte offsets.
+  // 64-byte aligned (2 MiB and huge pages from 2 MiB up), buckets at 64-byte offsets.
   std::unique_ptr<float[], FreeDeleter> storage_;
   std::size_t storage_count_ = 0;
   std::size_t unused_slot_ = 0;  // storage index of the unused-count element
