@@ -365,6 +365,10 @@ Communicator::Communicator(const MpiRuntime& runtime, std::int64_t fortran_handl
   }
 }
 
+Communicator Communicator::self(const MpiRuntime& runtime) {
+  return Communicator(runtime, static_cast<std::int64_t>(MPI_Comm_c2f(MPI_COMM_SELF)));
+}
+
 Communicator::~Communicator() = default;
 
 Communicator::Communicator(Communicator&& other) noexcept

@@ -72,6 +72,11 @@ class Communicator {
   // communicator (MPI_COMM_NULL's, or one outside the valid range) throws MpiError
   // (MPI_ERR_COMM) without calling a collective.
   Communicator(const MpiRuntime& runtime, std::int64_t fortran_handle);
+  // Returns a communicator over this process alone: a duplicate of MPI_COMM_SELF (size 1,
+  // rank 0, one node). Not collective over the world: a process makes one whenever it likes,
+  // and its collectives involve no other process (benchmarks time a 1-rank engine inside a
+  // multi-rank launch with it).
+  static Communicator self(const MpiRuntime& runtime);
   ~Communicator();
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;
