@@ -1,10 +1,11 @@
-// train_bench: data-parallel training throughput of the Engine at the launched world size.
+// train_bench: data-parallel training throughput of the Engine at the launched world size,
+// and of the same engine at one rank, measured side by side in the same run.
 //
 //   mpirun -np N train_bench [--steps N] [--warmup N] [--repeats R] [--model small|large|all]
 //                            [--overlap on|off|both] [--optimizer adamw|sgd]
 //                            [--precision fp32,bf16,fp16|all] [--grad-comm-dtype f32,bf16,f16|all]
 //                            [--bucket-cap-mb MB] [--first-bucket-mb MB] [--blas-threads T]
-//                            [--algo default|mpi|ring] [--json FILE]
+//                            [--algo default|mpi|ring] [--baseline-one-rank on|off] [--json FILE]
 //
 // Models: MLP 784-256-256-10 at batch 64 per rank ("small") and 784-1024-1024-10 at batch 128
 // per rank ("large"), ReLU, cross-entropy, AdamW (the trainer's defaults), on synthetic
@@ -41,6 +42,28 @@
 //                 update, so it is cheaper)
 // Medians are robust on a shared machine; each rank's median is taken over its own steps,
 // then the maximum over ranks is reported (last_rank_ms excepted, see above).
+//
+// 1-rank baseline (--baseline-one-rank, on by default when N > 1): the goal "N ranks reach
+// 1.7x the samples/s of 1 rank" compares with one rank measured in the same run, not in
+// another mpirun. Rank 0 alone trains each row's model with the row's configuration through
+// an Engine over Communicator::self (a world of one: no gradient is sent), with the same
+// batch per rank and the same BLAS threads per rank as the N-rank rows, so that the ratio is
+// per core: N ranks on N cores against one rank on one core. It also times the bare step of
+// each precision alone. These blocks take turns with the N-rank blocks in the same
+// round-robin. While rank 0 runs one, the other ranks wait in a nonblocking barrier that
+// they test once a millisecond, sleeping in between, so they leave the cores to rank 0
+// rather than spin in MPI's progress loop; the time they need to notice the end is outside
+// every timed step. After each model's rows, a footer line per row gives:
+//   samples/s      the N-rank row's samples/s
+//   samples/s@1    batch / step_ms@1, rank 0's median step of the 1-rank engine
+//   ratio          samples/s / samples/s@1 = N * step_ms@1 / step_ms (goal >= 1.7 at N = 2)
+//   compute_ms@1   rank 0's median bare step alone; compute_x = compute_ms / compute_ms@1 is
+//                  how much slower the same computation runs when every rank computes at once
+//                  (shared memory bandwidth and caches)
+//   exposed_ms, overhead%  the N-rank row's (goal overhead% <= 3)
+//   overhead%@1    (step_ms@1 - compute_ms@1) / step_ms@1: the engine's cost with nothing to
+//                  send
+// so that ratio = N * step_ms@1 / (compute_ms@1 * compute_x + exposed_ms + overhead_ms).
 
 #include <algorithm>
 #include <chrono>
@@ -49,9 +72,11 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -142,6 +167,9 @@ struct Row {
   std::uint64_t skipped = 0;
   double step_ms = 0, samples_per_s = 0, compute_ms = 0, exposed_ms = 0, overhead_ms = 0;
   double last_rank_ms = 0;
+  // The 1-rank baseline of this row, measured by rank 0 (zero elsewhere, and when off).
+  double one_step_ms = 0, one_samples_per_s = 0, one_compute_ms = 0, one_overhead_ms = 0;
+  std::uint64_t one_skipped = 0;
 };
 
 struct Options {
@@ -153,6 +181,7 @@ struct Options {
   double first_bucket_mb = EngineConfig{}.first_bucket_mb;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::default_;
   std::size_t blas_threads = 1;
+  bool baseline_one_rank = false;
 };
 
 // One engine configuration of a row.
@@ -182,13 +211,22 @@ struct Trained {
 
 std::string precision_name(Precision p) { return p == Precision::fp32 ? "fp32" : std::string(to_string(p)); }
 
-// Returns a row per variant; the bare (engine-free) steps of each precision and the engines'
-// steps run in interleaved blocks, so that every column sees the same machine load.
-std::vector<Row> run(const Communicator& comm, const Model& m, const std::vector<Variant>& variants,
-                     const Options& opts) {
-  const Batches data = make_batches(m.batch, comm.rank());
-  // All models are built before any engine is prepared: the engines point into them, so the
-  // vectors must not move them afterwards.
+// Returns once every rank has called it, after a block only rank 0 runs (the 1-rank
+// baseline). Rank 0 waits inside MPI; the others test a nonblocking barrier once a
+// millisecond and sleep in between, so that they leave the cores to rank 0 instead of
+// spinning in MPI's progress loop. The engines' communication streams are idle here (every
+// step waits for its reductions), so the main thread may use the world communicator.
+void wait_for_rank_zero(const Communicator& comm) {
+  Request everyone = comm.ibarrier();
+  if (comm.rank() == 0) {
+    everyone.wait();
+    return;
+  }
+  while (!everyone.test()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// Returns a bare (engine-free) model per precision of `variants`, in order of appearance.
+std::vector<Bare> make_bares(const Model& m, const std::vector<Variant>& variants, const Options& opts) {
   std::vector<Bare> bares;
   for (const Variant& v : variants) {
     const bool have = std::any_of(bares.begin(), bares.end(),
@@ -200,6 +238,13 @@ std::vector<Row> run(const Communicator& comm, const Model& m, const std::vector
     b.model.set_precision(b.precision);
     b.optimizer = make_optimizer(opts.optimizer, b.model.parameters());
   }
+  return bares;
+}
+
+// Returns a prepared engine over `comm` per variant. The vector is complete before any engine
+// is prepared: the engines point into its models, which must not move afterwards.
+std::vector<Trained> make_engines(const Communicator& comm, const Model& m,
+                                  const std::vector<Variant>& variants, const Options& opts) {
   std::vector<Trained> runs;
   runs.reserve(variants.size());
   for (const Variant& v : variants) {
@@ -217,7 +262,26 @@ std::vector<Row> run(const Communicator& comm, const Model& m, const std::vector
     t.engine = std::make_unique<Engine>(config, comm);
     t.engine->prepare(t.model, *t.optimizer);
   }
-  // Whatever an Engine does with the BLAS pool when it is built, the bench's choice holds.
+  return runs;
+}
+
+// Returns a row per variant; the bare (engine-free) steps of each precision and the engines'
+// steps run in interleaved blocks, so that every column sees the same machine load. `self`
+// (rank 0 only, when opts.baseline_one_rank) is the communicator of the 1-rank baseline.
+std::vector<Row> run(const Communicator& comm, const Communicator* self, const Model& m,
+                     const std::vector<Variant>& variants, const Options& opts) {
+  const Batches data = make_batches(m.batch, comm.rank());
+  std::vector<Bare> bares = make_bares(m, variants, opts);
+  std::vector<Trained> runs = make_engines(comm, m, variants, opts);
+  // The 1-rank baseline: rank 0's own models, the engines over `self` (empty elsewhere).
+  std::vector<Bare> bares1;
+  std::vector<Trained> runs1;
+  if (self != nullptr) {
+    bares1 = make_bares(m, variants, opts);
+    runs1 = make_engines(*self, m, variants, opts);
+  }
+  // Whatever an Engine does with the BLAS pool when it is built (an engine over `self` would
+  // take every core of the node), the bench's choice holds, the same for both world sizes.
   nn::set_blas_threads(opts.blas_threads);
 
   nn::Tensor grad;
@@ -242,11 +306,29 @@ std::vector<Row> run(const Communicator& comm, const Model& m, const std::vector
     ++k;
     return seconds_since(t0);
   };
-  // Blocks: index < bares.size() is a bare model, the rest are the engines.
-  const std::size_t blocks = bares.size() + runs.size();
+  auto timed_engine_block = [&](Trained& t) {
+    const std::uint64_t skipped_before = t.engine->state().skipped_steps;
+    for (std::size_t i = 0; i < opts.steps; ++i) {
+      t.step_s.push_back(engine_step(t));
+      t.exposed_s.push_back(t.engine->last_backward().comm_wait_seconds);
+    }
+    t.skipped += t.engine->state().skipped_steps - skipped_before;
+  };
+  // Blocks: [0, bares.size()) are the bare models and [bares.size(), world_blocks) the
+  // engines at the world size; with the baseline, [world_blocks, 2 world_blocks) are the same
+  // for rank 0 alone (every rank counts them, so that all agree on the schedule).
+  const std::size_t world_blocks = bares.size() + runs.size();
+  const std::size_t blocks = opts.baseline_one_rank ? 2 * world_blocks : world_blocks;
   for (std::size_t i = 0; i < opts.warmup; ++i) {
     for (Bare& b : bares) bare_step(b);
     for (Trained& t : runs) engine_step(t);
+  }
+  if (opts.baseline_one_rank) {
+    for (std::size_t i = 0; i < opts.warmup; ++i) {
+      for (Bare& b : bares1) bare_step(b);
+      for (Trained& t : runs1) engine_step(t);
+    }
+    wait_for_rank_zero(comm);
   }
   const Engine& any = *runs.front().engine;
   for (std::size_t r = 0; r < opts.repeats; ++r) {
@@ -256,15 +338,18 @@ std::vector<Row> run(const Communicator& comm, const Model& m, const std::vector
       if (block < bares.size()) {
         Bare& b = bares[block];
         for (std::size_t i = 0; i < opts.steps; ++i) b.step_s.push_back(bare_step(b));
-        continue;
+      } else if (block < world_blocks) {
+        timed_engine_block(runs[block - bares.size()]);
+      } else {
+        const std::size_t one = block - world_blocks;
+        if (self != nullptr && one < bares1.size()) {
+          Bare& b = bares1[one];
+          for (std::size_t i = 0; i < opts.steps; ++i) b.step_s.push_back(bare_step(b));
+        } else if (self != nullptr) {
+          timed_engine_block(runs1[one - bares1.size()]);
+        }
+        wait_for_rank_zero(comm);
       }
-      Trained& t = runs[block - bares.size()];
-      const std::uint64_t skipped_before = t.engine->state().skipped_steps;
-      for (std::size_t i = 0; i < opts.steps; ++i) {
-        t.step_s.push_back(engine_step(t));
-        t.exposed_s.push_back(t.engine->last_backward().comm_wait_seconds);
-      }
-      t.skipped += t.engine->state().skipped_steps - skipped_before;
     }
   }
   std::vector<Row> rows;
@@ -298,6 +383,17 @@ std::vector<Row> run(const Communicator& comm, const Model& m, const std::vector
     row.overhead_ms = row.step_ms - row.compute_ms - row.exposed_ms;
     row.samples_per_s = static_cast<double>(static_cast<std::size_t>(comm.size()) * m.batch) /
                         (row.step_ms * 1e-3);
+    if (self != nullptr) {
+      const std::size_t v = static_cast<std::size_t>(&t - runs.data());
+      const Trained& one = runs1[v];
+      const Bare& bare1 = *std::find_if(bares1.begin(), bares1.end(),
+                                        [&](const Bare& b) { return b.precision == t.variant.precision; });
+      row.one_step_ms = 1e3 * median(one.step_s);
+      row.one_compute_ms = 1e3 * median(bare1.step_s);
+      row.one_overhead_ms = row.one_step_ms - row.one_compute_ms;
+      row.one_samples_per_s = static_cast<double>(m.batch) / (row.one_step_ms * 1e-3);
+      row.one_skipped = one.skipped;
+    }
     rows.push_back(row);
   }
   return rows;
@@ -340,6 +436,24 @@ void print_ratios(const std::vector<Row>& rows) {
   }
 }
 
+// Prints, for each row of `rows` (one model), the N-rank throughput against the 1-rank
+// baseline measured in the same run, with the terms that decompose their ratio.
+void print_scaling(const std::vector<Row>& rows) {
+  std::printf("# vs 1 rank (rank 0 alone, Engine over Communicator::self, same batch and BLAS "
+              "threads per rank, same run): goals ratio >= 1.7 at 2 ranks, overhead <= 3%%\n");
+  std::printf("# %-16s %5s %5s %8s %11s %11s %6s %10s %12s %9s %10s %9s %11s\n", "model", "prec",
+              "wire", "overlap", "samples/s", "samples/s@1", "ratio", "step_ms@1", "compute_ms@1",
+              "compute_x", "exposed_ms", "overhead%", "overhead%@1");
+  for (const Row& r : rows) {
+    std::printf("# %-16s %5s %5s %8s %11.1f %11.1f %6.2f %10.3f %12.3f %9.2f %10.3f %8.1f%% %10.1f%%\n",
+                r.model.c_str(), precision_name(r.precision).c_str(),
+                std::string(to_string(r.comm_dtype)).c_str(), r.overlap ? "on" : "off",
+                r.samples_per_s, r.one_samples_per_s, r.samples_per_s / r.one_samples_per_s,
+                r.one_step_ms, r.one_compute_ms, r.compute_ms / r.one_compute_ms, r.exposed_ms,
+                100.0 * r.overhead_ms / r.step_ms, 100.0 * r.one_overhead_ms / r.one_step_ms);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -371,6 +485,11 @@ int main(int argc, char** argv) {
     std::string algo = "default";
     app.add_option("--algo", algo, "allreduce algorithm: default | mpi | ring");
     app.add_option("--blas-threads", blas, "BLAS threads per rank (0: cores / ranks on node)");
+    std::string baseline = comm.size() > 1 ? "on" : "off";
+    app.add_option("--baseline-one-rank", baseline,
+                   "also time each row at 1 rank (rank 0 alone) in the same run, and print the "
+                   "ratio: on | off (default: on when more than one rank)")
+        ->check(CLI::IsMember({"on", "off"}));
     app.add_option("--json", json_path, "also write the rows as JSON");
     std::vector<std::string> precisions;
     std::vector<std::string> comm_dtypes;
@@ -385,6 +504,10 @@ int main(int argc, char** argv) {
     }
 
     opts.algorithm = parse_allreduce_algorithm(algo);
+    opts.baseline_one_rank = baseline == "on";
+    // Rank 0's world of one for the 1-rank baseline (not collective: the others make none).
+    std::optional<Communicator> self;
+    if (opts.baseline_one_rank && comm.rank() == 0) self.emplace(Communicator::self(runtime));
     opts.blas_threads =
         blas > 0 ? blas : nn::default_blas_threads(static_cast<std::size_t>(comm.local_size()));
     nn::set_blas_threads(opts.blas_threads);
@@ -402,10 +525,12 @@ int main(int argc, char** argv) {
 
     if (comm.rank() == 0) {
       std::printf("# train_bench: %d rank(s) on %d node(s), %zu BLAS thread(s) per rank, %s, "
-                  "buckets %g MiB (first %g), allreduce %s, %zu x %zu timed steps per row\n",
+                  "buckets %g MiB (first %g), allreduce %s, %zu x %zu timed steps per row, "
+                  "1-rank baseline %s\n",
                   comm.size(), comm.node_count(), opts.blas_threads, opts.optimizer.c_str(),
                   opts.bucket_cap_mb, opts.first_bucket_mb,
-                  std::string(to_string(opts.algorithm)).c_str(), opts.repeats, opts.steps);
+                  std::string(to_string(opts.algorithm)).c_str(), opts.repeats, opts.steps,
+                  opts.baseline_one_rank ? "on" : "off");
       std::printf("%-18s %6s %5s %5s %8s %8s %8s %9s %11s %11s %11s %13s %12s %9s %8s\n",
                   "model", "batch", "prec", "wire", "overlap", "buckets", "wire_MB", "step_ms",
                   "samples/s", "compute_ms", "exposed_ms", "last_rank_ms", "overhead_ms",
@@ -414,7 +539,7 @@ int main(int argc, char** argv) {
     }
     nlohmann::json rows = nlohmann::json::array();
     for (const Model& m : models) {
-      const std::vector<Row> model_rows = run(comm, m, variants, opts);
+      const std::vector<Row> model_rows = run(comm, self ? &*self : nullptr, m, variants, opts);
       for (const Row& r : model_rows) {
         if (comm.rank() == 0) {
           std::printf("%-18s %6zu %5s %5s %8s %8zu %8.2f %9.3f %11.1f %11.3f %11.3f %13.3f %12.3f %8.1f%% %8llu\n",
@@ -424,17 +549,25 @@ int main(int argc, char** argv) {
                       r.exposed_ms, r.last_rank_ms, r.overhead_ms,
                       100.0 * r.overhead_ms / r.step_ms, static_cast<unsigned long long>(r.skipped));
         }
-        rows.push_back({{"model", r.model}, {"batch_per_rank", r.batch},
-                        {"precision", precision_name(r.precision)},
-                        {"grad_comm_dtype", to_string(r.comm_dtype)}, {"overlap", r.overlap},
-                        {"buckets", r.buckets}, {"wire_mb", r.wire_mb}, {"step_ms", r.step_ms},
-                        {"samples_per_s", r.samples_per_s}, {"compute_ms", r.compute_ms},
-                        {"exposed_comm_ms", r.exposed_ms}, {"last_rank_exposed_ms", r.last_rank_ms},
-                        {"overhead_ms", r.overhead_ms},
-                        {"skipped_steps", r.skipped}});
+        nlohmann::json row = {{"model", r.model}, {"batch_per_rank", r.batch},
+                              {"precision", precision_name(r.precision)},
+                              {"grad_comm_dtype", to_string(r.comm_dtype)}, {"overlap", r.overlap},
+                              {"buckets", r.buckets}, {"wire_mb", r.wire_mb}, {"step_ms", r.step_ms},
+                              {"samples_per_s", r.samples_per_s}, {"compute_ms", r.compute_ms},
+                              {"exposed_comm_ms", r.exposed_ms},
+                              {"last_rank_exposed_ms", r.last_rank_ms},
+                              {"overhead_ms", r.overhead_ms}, {"skipped_steps", r.skipped}};
+        if (opts.baseline_one_rank) {
+          row["one_rank"] = {{"step_ms", r.one_step_ms}, {"samples_per_s", r.one_samples_per_s},
+                             {"compute_ms", r.one_compute_ms}, {"overhead_ms", r.one_overhead_ms},
+                             {"skipped_steps", r.one_skipped}};
+          row["scaling_vs_one_rank"] = r.samples_per_s / r.one_samples_per_s;
+        }
+        rows.push_back(std::move(row));
       }
       if (comm.rank() == 0) {
         print_ratios(model_rows);
+        if (opts.baseline_one_rank) print_scaling(model_rows);
         std::fflush(stdout);
       }
     }
@@ -443,7 +576,8 @@ int main(int argc, char** argv) {
       out << nlohmann::json{{"world_size", comm.size()}, {"blas_threads", opts.blas_threads},
                             {"optimizer", opts.optimizer}, {"bucket_cap_mb", opts.bucket_cap_mb},
                             {"first_bucket_mb", opts.first_bucket_mb},
-                            {"algo", to_string(opts.algorithm)}, {"rows", rows}}
+                            {"algo", to_string(opts.algorithm)},
+                            {"baseline_one_rank", opts.baseline_one_rank}, {"rows", rows}}
                  .dump(2)
           << "\n";
       if (!out) throw std::runtime_error("cannot write " + json_path);
