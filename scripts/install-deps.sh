@@ -2,8 +2,8 @@
 # Installs the Debian packages mpitrain needs to build, test, train and benchmark.
 # Idempotent: when every package is present it changes nothing and runs no apt-get.
 #   scripts/install-deps.sh           build, test and run dependencies
-#   scripts/install-deps.sh --dev     also what regenerates golden data and plots
-#                                     (python3-torch, python3-matplotlib)
+#   scripts/install-deps.sh --dev     also what regenerates golden data and compares
+#                                     with PyTorch (python3-torch)
 set -euo pipefail
 
 packages=(
@@ -13,10 +13,10 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
-  python3 python3-numpy python3-h5py
+  python3 python3-numpy python3-h5py python3-matplotlib
 )
 if [[ "${1:-}" == "--dev" ]]; then
-  packages+=(python3-torch python3-matplotlib)
+  packages+=(python3-torch)
 elif [[ $# -gt 0 ]]; then
   echo "usage: $0 [--dev]" >&2
   exit 2
