@@ -6,20 +6,79 @@
 // - After every test, the ranks agree on the outcome: a test that failed on any rank is
 //   failed on every rank, with a message naming the failing ranks, so the exit code and the
 //   report of rank 0 never hide a failure elsewhere.
+// - A failure never turns into a hang. A rank that failed a test (an ASSERT_* or an exception
+//   that left the test early) may have skipped collectives its peers are now blocked in, so
+//   they never reach the end of the test. The agreement is therefore nonblocking: a rank whose
+//   test passed waits for its peers without a deadline (they arrive, or a failing peer aborts
+//   the job), a rank whose test failed waits at most MPITRAIN_TEST_PEER_WAIT_S seconds
+//   (default 30), then names the test and itself on stderr and calls MPI_Abort (exit code
+//   kAbortCode), which ends every rank.
 //
-// The harness calls MPI directly on MPI_COMM_WORLD (the one exception to "only collectives/
-// calls MPI"): it must stay trustworthy while the Communicator it tests is broken.
+// The harness calls MPI directly (the one exception to "only collectives/ calls MPI"): it must
+// stay trustworthy while the Communicator it tests is broken. It agrees on its own duplicate
+// of MPI_COMM_WORLD, so that its collectives never match one a test makes on MPI_COMM_WORLD.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mpitrain/collectives/mpi_runtime.hpp"
 
 namespace {
+
+// Exit code of a job the harness aborts because peers of a failed test did not arrive.
+constexpr int kAbortCode = 3;
+// Seconds a rank whose test failed waits for its peers at the end of the test.
+constexpr double kDefaultPeerWaitS = 30.0;
+
+// Returns the seconds a failing rank waits for its peers: MPITRAIN_TEST_PEER_WAIT_S when set
+// to a positive number, kDefaultPeerWaitS otherwise (with a warning when set but unusable).
+double peer_wait_seconds(int rank) {
+  const char* text = std::getenv("MPITRAIN_TEST_PEER_WAIT_S");
+  if (text == nullptr || *text == '\0') return kDefaultPeerWaitS;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (*end != '\0' || !(seconds > 0)) {
+    std::fprintf(stderr,
+                 "[rank %d] MPITRAIN_TEST_PEER_WAIT_S=\"%s\" is not a positive number of "
+                 "seconds; using %g\n",
+                 rank, text, kDefaultPeerWaitS);
+    return kDefaultPeerWaitS;
+  }
+  return seconds;
+}
+
+// The harness's own duplicate of MPI_COMM_WORLD, freed before MpiRuntime finalises MPI.
+// Errors return (MPI_ERRORS_RETURN) so that the harness can report them.
+class HarnessComm {
+ public:
+  HarnessComm() {
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &comm_) != MPI_SUCCESS) {
+      comm_ = MPI_COMM_NULL;
+      return;
+    }
+    if (MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN) != MPI_SUCCESS) {
+      std::fprintf(stderr, "MPI_Comm_set_errhandler on the harness communicator failed\n");
+    }
+  }
+  ~HarnessComm() {
+    if (comm_ != MPI_COMM_NULL && MPI_Comm_free(&comm_) != MPI_SUCCESS) {
+      std::fprintf(stderr, "MPI_Comm_free of the harness communicator failed\n");
+    }
+  }
+  HarnessComm(const HarnessComm&) = delete;
+  HarnessComm& operator=(const HarnessComm&) = delete;
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
 
 // Prints the failed assertions of ranks other than 0, which have no default printer.
 class RankFailurePrinter : public ::testing::EmptyTestEventListener {
@@ -49,13 +108,20 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 // here is part of the test and is printed by the default printer registered before us.
 class AgreeOnOutcome : public ::testing::EmptyTestEventListener {
  public:
-  AgreeOnOutcome(int rank, int size) : rank_(rank), size_(size) {}
+  AgreeOnOutcome(MPI_Comm comm, int rank, int size, double peer_wait_s)
+      : comm_(comm), rank_(rank), size_(size), peer_wait_s_(peer_wait_s) {}
   void OnTestEnd(const ::testing::TestInfo& info) override {
     int failed = info.result()->Failed() ? 1 : 0;
     std::vector<int> all(static_cast<std::size_t>(size_), 0);
-    if (MPI_Allgather(&failed, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD) !=
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Iallgather(&failed, 1, MPI_INT, all.data(), 1, MPI_INT, comm_, &request) !=
         MPI_SUCCESS) {
-      ADD_FAILURE() << "MPI_Allgather of test outcomes failed on rank " << rank_;
+      ADD_FAILURE() << "MPI_Iallgather of test outcomes failed on rank " << rank_;
+      return;
+    }
+    const int rc = failed ? wait_bounded(request, info) : MPI_Wait(&request, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      ADD_FAILURE() << "waiting for the test outcomes of every rank failed on rank " << rank_;
       return;
     }
     std::string ranks;
@@ -70,8 +136,38 @@ class AgreeOnOutcome : public ::testing::EmptyTestEventListener {
   }
 
  private:
+  // Returns the code of MPI_Test once `request` completes. If it has not completed after
+  // peer_wait_s_ seconds, names the test on stderr and aborts the job: does not return.
+  // Polls every millisecond (the sleep only keeps this rank from taking a core its peers
+  // may need; it synchronises nothing).
+  int wait_bounded(MPI_Request& request, const ::testing::TestInfo& info) const {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(peer_wait_s_));
+    for (;;) {
+      int done = 0;
+      const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS || done) return rc;
+      if (Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::fprintf(stderr,
+                 "[rank %d] %s.%s failed on rank %d, and the other ranks did not reach the end "
+                 "of the test within %g s (probably stuck in a collective the failed rank left "
+                 "early); aborting the job with exit code %d (MPITRAIN_TEST_PEER_WAIT_S sets "
+                 "the wait)\n",
+                 rank_, info.test_suite_name(), info.name(), rank_, peer_wait_s_, kAbortCode);
+    std::fflush(stderr);
+    std::fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, kAbortCode);
+    std::abort();  // MPI_Abort does not return; if it did, the job must still end
+  }
+
+  MPI_Comm comm_;
   int rank_;
   int size_;
+  double peer_wait_s_;
 };
 
 }  // namespace
@@ -80,6 +176,12 @@ int main(int argc, char** argv) {
   mpitrain::MpiRuntime runtime(&argc, &argv);
   const int rank = runtime.world_rank();
   const int size = runtime.world_size();
+  const HarnessComm harness;
+  if (harness.get() == MPI_COMM_NULL) {
+    std::fprintf(stderr, "[rank %d] MPI_Comm_dup of MPI_COMM_WORLD for the harness failed\n",
+                 rank);
+    return 1;
+  }
   ::testing::InitGoogleTest(&argc, argv);
 
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
@@ -87,11 +189,11 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new RankFailurePrinter(rank));
   }
-  listeners.Append(new AgreeOnOutcome(rank, size));
+  listeners.Append(new AgreeOnOutcome(harness.get(), rank, size, peer_wait_seconds(rank)));
 
   const int local = RUN_ALL_TESTS();
   int global = 0;
-  if (MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) {
+  if (MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, harness.get()) != MPI_SUCCESS) {
     std::fprintf(stderr, "[rank %d] MPI_Allreduce of the final result failed\n", rank);
     return 1;
   }
