@@ -6,13 +6,18 @@
 // - After every test, the ranks agree on the outcome: a test that failed on any rank is
 //   failed on every rank, with a message naming the failing ranks, so the exit code and the
 //   report of rank 0 never hide a failure elsewhere.
-// - A failure never turns into a hang. A rank that failed a test (an ASSERT_* or an exception
-//   that left the test early) may have skipped collectives its peers are now blocked in, so
-//   they never reach the end of the test. The agreement is therefore nonblocking: a rank whose
-//   test passed waits for its peers without a deadline (they arrive, or a failing peer aborts
-//   the job), a rank whose test failed waits at most MPITRAIN_TEST_PEER_WAIT_S seconds
-//   (default 30), then names the test and itself on stderr and calls MPI_Abort (exit code
-//   kAbortCode), which ends every rank.
+// - A failure never turns into a hang. A rank that failed or skipped a test (an ASSERT_*, an
+//   exception or a GTEST_SKIP that left the test early) may have skipped collectives its peers
+//   are now blocked in, so they never reach the end of the test. The agreement is therefore
+//   nonblocking: a rank whose test passed waits for its peers without a deadline (they arrive,
+//   or a peer that left early aborts the job), a rank whose test failed or was skipped waits
+//   at most MPITRAIN_TEST_PEER_WAIT_S seconds (default 30), then names the test and itself on
+//   stderr and calls MPI_Abort (exit code kAbortCode), which ends every rank.
+// - When every test that ran was skipped on every rank and none failed, rank 0 ends with the
+//   line kAllSkippedMarker, which CTest's SKIP_REGULAR_EXPRESSION (cmake/MpitrainTesting.cmake)
+//   turns into "Skipped". GoogleTest's own "[  SKIPPED ]" lines cannot serve: CTest marks a
+//   test skipped when its output matches, whatever the exit code, so a binary with one skipped
+//   test would hide its failures and its passes.
 //
 // The harness calls MPI directly (the one exception to "only collectives/ calls MPI"): it must
 // stay trustworthy while the Communicator it tests is broken. It agrees on its own duplicate
@@ -34,8 +39,10 @@ namespace {
 
 // Exit code of a job the harness aborts because peers of a failed test did not arrive.
 constexpr int kAbortCode = 3;
-// Seconds a rank whose test failed waits for its peers at the end of the test.
+// Seconds a rank whose test failed or was skipped waits for its peers at the end of the test.
 constexpr double kDefaultPeerWaitS = 30.0;
+// The start of the line rank 0 prints when every test of the run was skipped and none failed.
+constexpr const char* kAllSkippedMarker = "[  SKIPPED ] every test of this run was skipped";
 
 // Returns the seconds a failing rank waits for its peers: MPITRAIN_TEST_PEER_WAIT_S when set
 // to a positive number, kDefaultPeerWaitS otherwise (with a warning when set but unusable).
@@ -112,6 +119,7 @@ class AgreeOnOutcome : public ::testing::EmptyTestEventListener {
       : comm_(comm), rank_(rank), size_(size), peer_wait_s_(peer_wait_s) {}
   void OnTestEnd(const ::testing::TestInfo& info) override {
     int failed = info.result()->Failed() ? 1 : 0;
+    const bool left_early = failed || info.result()->Skipped();
     std::vector<int> all(static_cast<std::size_t>(size_), 0);
     MPI_Request request = MPI_REQUEST_NULL;
     if (MPI_Iallgather(&failed, 1, MPI_INT, all.data(), 1, MPI_INT, comm_, &request) !=
@@ -119,7 +127,8 @@ class AgreeOnOutcome : public ::testing::EmptyTestEventListener {
       ADD_FAILURE() << "MPI_Iallgather of test outcomes failed on rank " << rank_;
       return;
     }
-    const int rc = failed ? wait_bounded(request, info) : MPI_Wait(&request, MPI_STATUS_IGNORE);
+    const int rc =
+        left_early ? wait_bounded(request, info) : MPI_Wait(&request, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
       ADD_FAILURE() << "waiting for the test outcomes of every rank failed on rank " << rank_;
       return;
@@ -152,12 +161,14 @@ class AgreeOnOutcome : public ::testing::EmptyTestEventListener {
       if (Clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    const char* outcome = info.result()->Failed() ? "failed" : "was skipped";
     std::fprintf(stderr,
-                 "[rank %d] %s.%s failed on rank %d, and the other ranks did not reach the end "
-                 "of the test within %g s (probably stuck in a collective the failed rank left "
-                 "early); aborting the job with exit code %d (MPITRAIN_TEST_PEER_WAIT_S sets "
-                 "the wait)\n",
-                 rank_, info.test_suite_name(), info.name(), rank_, peer_wait_s_, kAbortCode);
+                 "[rank %d] %s.%s %s on rank %d, and the other ranks did not reach the end "
+                 "of the test within %g s (probably stuck in a collective rank %d left early); "
+                 "aborting the job with exit code %d (MPITRAIN_TEST_PEER_WAIT_S sets the "
+                 "wait)\n",
+                 rank_, info.test_suite_name(), info.name(), outcome, rank_, peer_wait_s_,
+                 rank_, kAbortCode);
     std::fflush(stderr);
     std::fflush(stdout);
     MPI_Abort(MPI_COMM_WORLD, kAbortCode);
@@ -191,11 +202,19 @@ int main(int argc, char** argv) {
   }
   listeners.Append(new AgreeOnOutcome(harness.get(), rank, size, peer_wait_seconds(rank)));
 
-  const int local = RUN_ALL_TESTS();
-  int global = 0;
-  if (MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, harness.get()) != MPI_SUCCESS) {
+  const int result = RUN_ALL_TESTS();
+  // {exit code, tests passed, tests skipped} of this rank, maximum over the ranks.
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  const int local[3] = {result, unit.successful_test_count(), unit.skipped_test_count()};
+  int global[3] = {0, 0, 0};
+  if (MPI_Allreduce(local, global, 3, MPI_INT, MPI_MAX, harness.get()) != MPI_SUCCESS) {
     std::fprintf(stderr, "[rank %d] MPI_Allreduce of the final result failed\n", rank);
     return 1;
   }
-  return global;
+  if (rank == 0 && global[0] == 0 && global[1] == 0 && global[2] > 0) {
+    std::printf("%s (%d on rank 0), none passed or failed\n", kAllSkippedMarker,
+                unit.skipped_test_count());
+    std::fflush(stdout);
+  }
+  return global[0];
 }
