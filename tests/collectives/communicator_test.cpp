@@ -1,6 +1,7 @@
 // Communicator: every collective and type against closed-form results (counts 0, 1, below the
 // world size, odd, large), in place and out of place, blocking and nonblocking (completed in
-// any order); results bitwise identical on every rank; splitting into pieces (with a lowered
+// any order); results bitwise identical on every rank, also for non-integer f32/f64 inputs
+// whose sums round (checked against a double-precision reference); splitting into pieces (with a lowered
 // per-call limit); topology; communicators handed in by the host (a world split in halves);
 // error paths; the collectives_issued counter.
 
@@ -10,7 +11,9 @@
 #include <mpi.h>  // the host's side of the tests of communicators handed in by a host
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -31,6 +34,18 @@ using test::kAllOps;
 using test::kAllTypes;
 using test::mismatches;
 using test::value;
+
+// Returns rank `rank`'s non-integer input at index i: a pseudo-random value in [-1, 1) (the
+// splitmix64 hash of rank and index) with `bits` significant bits, so that it is exact in a
+// type of that precision (24: f32, 53: f64).
+double noise(int rank, std::size_t i, int bits) {
+  std::uint64_t z = (static_cast<std::uint64_t>(rank) << 48) ^ static_cast<std::uint64_t>(i);
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return std::ldexp(static_cast<double>(z >> (64 - bits)), 1 - bits) - 1.0;
+}
 
 class CommunicatorTest : public ::testing::Test {
  protected:
@@ -175,6 +190,60 @@ TEST_F(CommunicatorTest, AllreduceEveryTypeOpAndAlgorithm) {
           comm_.allreduce(inplace.data(), inplace.data(), count, t, op, algo);
           EXPECT_EQ(mismatches(inplace, op, size()), 0u);
           EXPECT_EQ(inplace.bytes, out.bytes);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CommunicatorTest, AllreduceOfRoundingSumsIsIdenticalOnEveryRankAndClose) {
+  // The closed-form inputs above are small integers, whose sums are exact in any order. Here
+  // every element's sum rounds, so a rank that added in another order would hold other bits.
+  // Counts: 1, below the world size, odd, above one ring segment (256 KiB: 65536 f32), and
+  // with chunks of more than one segment at 4 ranks (300001 / 4 > 65536).
+  const std::vector<std::size_t> counts = {1, std::max<std::size_t>(n() - 1, 2), 1001, 65537,
+                                           300001};
+  for (DType t : {DType::f32, DType::f64}) {
+    const int bits = t == DType::f32 ? 24 : 53;
+    // Unit roundoff of the type: a sum of n values in any order is within
+    // (n - 1) u sum|x| of the exact sum; the average adds one rounding of the division.
+    const double u = std::ldexp(1.0, -bits);
+    for (std::size_t count : counts) {
+      // The reference: every rank's inputs, summed in long double, and sum |x| per element.
+      std::vector<long double> exact(count, 0.0L);
+      std::vector<double> magnitude(count, 0.0);
+      for (int r = 0; r < size(); ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          const double x = noise(r, i, bits);
+          exact[i] += x;
+          magnitude[i] += std::abs(x);
+        }
+      }
+      Buffer send(count, t);
+      for (std::size_t i = 0; i < count; ++i) send.set(i, noise(rank(), i, bits));
+      for (AllreduceAlgorithm algo : all_allreduce_algorithms()) {
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+          SCOPED_TRACE(describe(t, op, count) + " " + std::string(to_string(algo)));
+          Buffer out(count, t);
+          out.poison();
+          comm_.allreduce(send.data(), out.data(), count, t, op, algo);
+          EXPECT_TRUE(identical(out));
+          const double divisor = op == ReduceOp::avg ? static_cast<double>(size()) : 1.0;
+          // Elements farther from the reference than the bound (NaN included), and the first.
+          std::size_t far = 0;
+          std::string first;
+          for (std::size_t i = 0; i < count; ++i) {
+            const double reference = static_cast<double>(exact[i]) / divisor;
+            const double tolerance =
+                (static_cast<double>(size()) + 2.0) * u * magnitude[i] / divisor +
+                std::numeric_limits<double>::denorm_min();
+            if (std::abs(out[i] - reference) <= tolerance) continue;
+            if (far++ == 0) {
+              first = "index " + std::to_string(i) + ": got " + std::to_string(out[i]) +
+                      ", reference " + std::to_string(reference);
+            }
+          }
+          EXPECT_EQ(far, 0u) << "first at " << first;
         }
       }
     }
