@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "mpitrain/collectives/mpi_error.hpp"
@@ -63,18 +64,39 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv, ThreadLevel required) {
   if (provided < to_mpi(required)) {
     const std::string detail = std::string("MPI provides ") + to_string(provided_) +
                                " but mpitrain needs " + to_string(required);
-    if (owns_) MPI_Finalize();
-    owns_ = false;
+    if (owns_) {
+      owns_ = false;
+      // Giving up the MPI we just initialised: a failure to finalise it is the error to
+      // report, with the reason we gave up as its detail.
+      const int rc = MPI_Finalize();
+      if (rc != MPI_SUCCESS) {
+        throw MpiError("MPI_Finalize", world_rank_, 0, rc, "while giving up MPI: " + detail);
+      }
+    }
     throw MpiError(initialized ? "MpiRuntime (adopting MPI)" : "MPI_Init_thread", world_rank_, 0,
                    MPI_SUCCESS, detail);
   }
 }
 
+// A destructor cannot throw, and nothing can be retried once finalising failed: a failure is
+// reported on stderr (one line naming the call, the rank and MPI's code) and MPI is left as
+// it is. If MPI cannot even say whether it is finalised, it is not finalised again (finalising
+// twice is erroneous, and the launcher reports a process that exits without finalising).
 MpiRuntime::~MpiRuntime() {
   if (!owns_) return;
   int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  const int rc = MPI_Finalized(&finalized);
+  if (rc != MPI_SUCCESS) {
+    std::fprintf(stderr, "mpitrain: MPI_Finalized failed on rank %d with MPI error code %d; "
+                 "MPI is not finalised\n", world_rank_, rc);
+    return;
+  }
+  if (finalized) return;
+  const int finalize_rc = MPI_Finalize();
+  if (finalize_rc != MPI_SUCCESS) {
+    std::fprintf(stderr, "mpitrain: MPI_Finalize failed on rank %d with MPI error code %d\n",
+                 world_rank_, finalize_rc);
+  }
 }
 
 std::string MpiRuntime::library_version() {

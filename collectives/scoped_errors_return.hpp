@@ -14,6 +14,9 @@
 
 #include <mpi.h>
 
+#include <cstdio>
+#include <string>
+
 #include "mpitrain/collectives/mpi_error.hpp"
 
 namespace mpitrain::detail {
@@ -22,25 +25,45 @@ class ScopedErrorsReturn {
  public:
   // Saves the handler of `comm` and sets MPI_ERRORS_RETURN; `rank` names this process in
   // errors. Throws MpiError if MPI refuses either call.
-  ScopedErrorsReturn(MPI_Comm comm, int rank) : comm_(comm) {
+  ScopedErrorsReturn(MPI_Comm comm, int rank) : comm_(comm), rank_(rank) {
     check_mpi(MPI_Comm_get_errhandler(comm_, &previous_), "MPI_Comm_get_errhandler", rank, 0);
     const int rc = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     if (rc != MPI_SUCCESS) {
-      MPI_Errhandler_free(&previous_);
-      throw MpiError("MPI_Comm_set_errhandler", rank, 0, rc, {});
+      // The failed set is the error to report; a failure to release the saved handler too
+      // is added to its detail.
+      const int free_rc = MPI_Errhandler_free(&previous_);
+      throw MpiError("MPI_Comm_set_errhandler", rank, 0, rc,
+                     free_rc == MPI_SUCCESS
+                         ? std::string()
+                         : "then MPI_Errhandler_free of the saved handler failed with MPI error "
+                           "code " + std::to_string(free_rc));
     }
   }
   // Restores the saved handler and releases the reference MPI_Comm_get_errhandler returned.
-  // Return codes are ignored: a destructor cannot report them.
+  // A destructor cannot throw: a failure is reported on stderr, one line naming the call, the
+  // rank and MPI's code (the communicator then keeps MPI_ERRORS_RETURN, or the reference
+  // leaks; nothing here can undo either).
   ~ScopedErrorsReturn() {
-    MPI_Comm_set_errhandler(comm_, previous_);
-    MPI_Errhandler_free(&previous_);
+    const int set_rc = MPI_Comm_set_errhandler(comm_, previous_);
+    if (set_rc != MPI_SUCCESS) {
+      std::fprintf(stderr,
+                   "mpitrain: MPI_Comm_set_errhandler (restoring the host's handler) failed on "
+                   "rank %d with MPI error code %d\n",
+                   rank_, set_rc);
+    }
+    const int free_rc = MPI_Errhandler_free(&previous_);
+    if (free_rc != MPI_SUCCESS) {
+      std::fprintf(stderr,
+                   "mpitrain: MPI_Errhandler_free failed on rank %d with MPI error code %d\n",
+                   rank_, free_rc);
+    }
   }
   ScopedErrorsReturn(const ScopedErrorsReturn&) = delete;
   ScopedErrorsReturn& operator=(const ScopedErrorsReturn&) = delete;
 
  private:
   MPI_Comm comm_;
+  int rank_;  // names this process in messages
   MPI_Errhandler previous_ = MPI_ERRHANDLER_NULL;
 };
 
