@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -805,6 +806,7 @@ struct H5File::MemoryImage {
   H5ImageBuffer own;
   bool keep_on_close = false;  // close() asked HDF5 to hand the image over
   bool kept = false;           // HDF5 released the image at close; it is still in `buffer`
+  bool memory_only = false;    // create_in_memory(): never written
 };
 
 namespace {
@@ -938,14 +940,32 @@ H5File::~H5File() { id_.close(); }
 
 H5File H5File::create(const std::filesystem::path& path, std::size_t expected_bytes,
                       H5ImageBuffer* buffer) {
-  const QuietErrors quiet;
-  const std::string file = path.string();
   std::error_code ec;
   if (std::filesystem::exists(std::filesystem::symlink_status(path, ec))) {
-    throw H5Error("cannot create checkpoint file '" + file + "': it exists");
+    throw H5Error("cannot create checkpoint file '" + path.string() + "': it exists");
   }
   auto image = std::make_unique<MemoryImage>();
   image->buffer = buffer != nullptr && !buffer->in_use() ? buffer : &image->own;
+  return create_image(path, path.string(), expected_bytes, std::move(image));
+}
+
+H5File H5File::create_in_memory(std::string_view name) {
+  auto image = std::make_unique<MemoryImage>();
+  image->buffer = &image->own;
+  image->memory_only = true;
+  // HDF5 tells open core-driver files without a backing store apart by name (two open at
+  // once under one name would be "the same file"); the image's address is unique while
+  // the file is open.
+  char address[32];
+  std::snprintf(address, sizeof address, "%p", static_cast<const void*>(image.get()));
+  return create_image(std::filesystem::path(name),
+                      std::string(name) + " (in memory at " + address + ")", 0, std::move(image));
+}
+
+H5File H5File::create_image(const std::filesystem::path& path, const std::string& hdf5_name,
+                            std::size_t expected_bytes, std::unique_ptr<MemoryImage> image) {
+  const QuietErrors quiet;
+  const std::string file = path.string();
   H5Id fapl = file_access_plist(file);
   // One allocation for the expected content plus room for HDF5's metadata.
   constexpr std::size_t kMetadataRoom = std::size_t{1} << 20;
@@ -958,8 +978,8 @@ H5File H5File::create(const std::filesystem::path& path, std::size_t expected_by
                                         udata_copy,   udata_free,   image.get()};
   check(H5Pset_file_image_callbacks(fapl.get(), &callbacks), "H5Pset_file_image_callbacks", file,
         "/");
-  H5Id id(check_id(H5Fcreate(file.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()), "H5Fcreate",
-                   file, "/"),
+  H5Id id(check_id(H5Fcreate(hdf5_name.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()),
+                   "H5Fcreate", file, "/"),
           H5Id::Kind::file);
   return H5File(std::move(id), path, std::move(image));
 }
@@ -985,8 +1005,9 @@ FileDigest H5File::close() {
   if (!id_.valid()) return {};
   const QuietErrors quiet;
   const std::string file = path_.string();
-  if (!image_) {
-    check(id_.close(), "H5Fclose", file, "/");
+  if (!image_ || image_->memory_only) {
+    check(id_.close(), "H5Fclose", file, "/");  // an in-memory image is freed with it
+    image_.reset();
     return {};
   }
   // All metadata into the image; its size is then the size of the complete file.

@@ -207,6 +207,11 @@ class H5File {
   // file); otherwise in memory of its own, unmapped after close().
   static H5File create(const std::filesystem::path& path, std::size_t expected_bytes = 0,
                        H5ImageBuffer* buffer = nullptr);
+  // Returns a new, empty file that lives in memory only: nothing is ever written to disk,
+  // close() and the destructor discard it. For in-memory copies of state (e.g. a snapshot of
+  // a registered object to roll back to). `name` appears in error messages only; files open
+  // at the same time may share it.
+  static H5File create_in_memory(std::string_view name);
   // Returns the existing file at `path`, opened read-only.
   static H5File open_read_only(const std::filesystem::path& path);
 
@@ -218,6 +223,7 @@ class H5File {
   const std::filesystem::path& path() const noexcept { return path_; }
   // Returns the root group "/".
   H5Group root() const;
+  // A file of create_in_memory(): discards it and returns an empty digest.
   // A created file: flushes HDF5's metadata into the image, writes the image to path()
   // (new file, written then fsynced) and releases it; groups of the file still open are
   // closed with it (using them afterwards is an error). Returns the written file's size and
@@ -230,6 +236,9 @@ class H5File {
 
  private:
   H5File(H5Id id, std::filesystem::path path, std::unique_ptr<MemoryImage> image);
+  // Returns a new core-driver file over `image`, known to HDF5 as `hdf5_name`.
+  static H5File create_image(const std::filesystem::path& path, const std::string& hdf5_name,
+                             std::size_t expected_bytes, std::unique_ptr<MemoryImage> image);
   // Order matters: the HDF5 file (whose close releases the image through callbacks) is
   // closed before the image bookkeeping is freed.
   H5Id id_;

@@ -5,8 +5,9 @@
 // the optimizer's and scheduler's state dicts are copies (2 P values for AdamW); then the
 // manager's cost (build the files in memory, write, fsync, hash).
 // Cost of load_state(): the manager's verification and read, one snapshot of the running
-// state (model and optimizer copies, kept until every rank applied the checkpoint, so a
-// failure anywhere can restore it), then copies into the live objects.
+// state (model and optimizer copies, and each registered object saved into an in-memory
+// HDF5 file, kept until every rank applied the checkpoint, so a failure anywhere can restore
+// them), then copies into the live objects.
 
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "mpitrain/checkpoint/checkpoint_error.hpp"
+#include "mpitrain/checkpoint/checkpointable_snapshot.hpp"
 #include "mpitrain/checkpoint/rank_agreement.hpp"
 #include "mpitrain/engine/engine.hpp"
 
@@ -370,8 +372,12 @@ Engine::LoadReport Engine::load_state(const fs::path& dir) {
     }
   }
 
-  // A snapshot of the running state, applied again if anything fails on any rank.
+  // A snapshot of the running state, applied again if anything fails on any rank: the
+  // engine's own state, and each registered object (taken before any of them is restored;
+  // `attempted` counts the objects whose load() ran, fully or not, and so must be put back).
   const CheckpointState before = capture_state(false);
+  std::vector<checkpoint::CheckpointableSnapshot> snapshots;
+  std::size_t attempted = 0;
   std::optional<std::string> error = checkpoint::capture_error([&] {
     std::vector<std::string> registered;
     for (const auto& [name, object] : custom_) registered.push_back(name);
@@ -384,14 +390,28 @@ Engine::LoadReport Engine::load_state(const fs::path& dir) {
                             ") differ from this engine's (" +
                             (have_list.empty() ? std::string("none") : have_list) + ")");
     }
+    snapshots.reserve(custom_.size());
+    for (const auto& [name, object] : custom_) snapshots.emplace_back(name, *object);
     apply_state(loaded.state, loaded.per_rank_missing, report.warnings);
-    for (const auto& [name, object] : custom_) loaded.restore(name, *object);
+    for (const auto& [name, object] : custom_) {
+      ++attempted;
+      loaded.restore(name, *object);
+    }
   });
   try {
     checkpoint::agree_on_success(comm_, error, what);
-  } catch (...) {
+  } catch (const std::exception& e) {
     std::vector<std::string> ignored;
     apply_state(before, false, ignored);
+    // Every object is put back even if one refuses; a refusal is added to the error.
+    std::string rollback_errors;
+    for (std::size_t i = 0; i < attempted; ++i) {
+      const checkpoint::CheckpointableSnapshot& snapshot = snapshots.at(i);
+      const std::optional<std::string> failed =
+          checkpoint::capture_error([&] { snapshot.restore(*custom_.at(snapshot.name())); });
+      if (failed) rollback_errors += "; rank " + std::to_string(comm_.rank()) + ": " + *failed;
+    }
+    if (!rollback_errors.empty()) throw CheckpointError(std::string(e.what()) + rollback_errors);
     throw;
   }
   zero_all_gradients();

@@ -34,7 +34,9 @@ using checkpoint::testing::SharedTempDir;
 constexpr std::size_t kFeatures = 6;
 constexpr std::size_t kClasses = 3;
 
-// A registered object: one integer, optionally failing to load on one rank.
+// A registered object: one integer. Its next `failures` loads on rank `fail_on_rank` throw,
+// after changing the value when `change_before_failing` (a load() that ignores the advice
+// to read everything first).
 class Counter final : public checkpoint::Checkpointable {
  public:
   void save(checkpoint::H5Group& group) const override {
@@ -44,12 +46,18 @@ class Counter final : public checkpoint::Checkpointable {
   }
   void load(const checkpoint::H5Group& group) override {
     const std::int64_t v = checkpoint::read_state_group(group).integers.at("value");
-    if (fail_on_rank == rank) throw std::runtime_error("Counter refuses to load here");
+    if (fail_on_rank == rank && failures > 0) {
+      --failures;
+      if (change_before_failing) value = v;
+      throw std::runtime_error("Counter refuses to load here");
+    }
     value = v;
   }
   std::int64_t value = 0;
   int rank = 0;
   int fail_on_rank = -1;
+  int failures = 0;
+  bool change_before_failing = false;
 };
 
 // One training setup: model (hidden widths as given), optimizer, scheduler, loader, engine.
@@ -203,24 +211,52 @@ TEST_F(EngineCheckpointTest, MismatchesNameTheKeyAndLeaveTheRunningStateUntouche
   }
 }
 
-TEST_F(EngineCheckpointTest, AFailureOnOneRankRestoresEveryRank) {
+TEST_F(EngineCheckpointTest, AFailureOnOneRankRestoresEveryRankAndEveryRegisteredObject) {
   SharedTempDir dir(comm_, "engine_one_rank");
+  const int last = comm_.size() - 1;
+  // Restored after "counter" (name order), so "counter" has loaded on every rank when
+  // "later" fails on the last one.
+  Counter later;
+  later.rank = comm_.rank();
   TrainingRun run(comm_, dir.path(), {8});
+  run.engine->register_for_checkpointing("later", later);
   run.train(4);
+  later.value = 40;
   run.engine->save_state();
   run.train(3);
+  later.value = 70;
   const std::vector<double> before = run.fingerprint();
-  run.counter.fail_on_rank = comm_.size() - 1;
-  const std::string msg = error_of([&] { run.engine->load_state(); });
+  ASSERT_EQ(run.counter.value, 7);
+
+  later.fail_on_rank = last;
+  later.failures = 1;
+  later.change_before_failing = true;
+  std::string msg = error_of([&] { run.engine->load_state(); });
   EXPECT_NE(msg.find("Counter refuses to load here"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("rank " + std::to_string(comm_.size() - 1)), std::string::npos) << msg;
-  // Parameters, optimizer, counters and loader are back everywhere (the counter object was
-  // restored on the ranks where it loaded: registered objects answer for themselves).
-  std::vector<double> now = run.fingerprint();
-  std::vector<double> expected = before;
-  now.pop_back();
-  expected.pop_back();
-  EXPECT_TRUE(same_bits(now, expected));
+  EXPECT_NE(msg.find("failed on rank(s) " + std::to_string(last) + ":"), std::string::npos) << msg;
+  // All or nothing: parameters, optimizer, counters, loader and both registered objects are
+  // back on every rank, also where the objects had loaded (counter 4, later 40) and where
+  // "later" changed before it failed.
+  EXPECT_TRUE(same_bits(run.fingerprint(), before));
+  EXPECT_EQ(run.counter.value, 7);
+  EXPECT_EQ(later.value, 70);
+
+  // An object that also refuses to load its snapshot: the error says so on that rank, and
+  // everything else is restored.
+  later.failures = 2;
+  later.change_before_failing = false;
+  msg = error_of([&] { run.engine->load_state(); });
+  const bool names_snapshot =
+      msg.find("restoring registered object 'later' from its snapshot") != std::string::npos;
+  EXPECT_EQ(names_snapshot, comm_.rank() == last) << msg;
+  EXPECT_EQ(later.failures, comm_.rank() == last ? 0 : 2);  // both loads ran there
+  EXPECT_TRUE(same_bits(run.fingerprint(), before));
+  EXPECT_EQ(later.value, 70);
+
+  // The same checkpoint loads when nothing refuses.
+  run.engine->load_state();
+  EXPECT_EQ(run.counter.value, 4);
+  EXPECT_EQ(later.value, 40);
 }
 
 TEST_F(EngineCheckpointTest, RegisteredObjectsMustMatch) {
