@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -204,16 +205,24 @@ bool is_launcher_variable(std::string_view entry) {
   }
   return false;
 }
+
+// Returns the part of "NAME=value" before '='.
+std::string_view variable_name(std::string_view entry) { return entry.substr(0, entry.find('=')); }
 }  // namespace
 
-ChildProcess spawn_process(const std::vector<std::string>& argv) {
+ChildProcess spawn_process(const std::vector<std::string>& argv,
+                           const std::vector<std::string>& extra_env) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   std::vector<char*> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (!is_launcher_variable(*e)) env.push_back(*e);
+    const bool replaced = std::any_of(extra_env.begin(), extra_env.end(), [&](const std::string& x) {
+      return variable_name(x) == variable_name(*e);
+    });
+    if (!is_launcher_variable(*e) && !replaced) env.push_back(*e);
   }
+  for (const std::string& x : extra_env) env.push_back(const_cast<char*>(x.c_str()));
   env.push_back(nullptr);
 
   int fds[2];
@@ -253,8 +262,9 @@ int wait_for(int pid) {
   return status;
 }
 
-int run_process(const std::vector<std::string>& argv, std::string& output) {
-  const ChildProcess child = spawn_process(argv);
+int run_process(const std::vector<std::string>& argv, std::string& output,
+                const std::vector<std::string>& extra_env) {
+  const ChildProcess child = spawn_process(argv, extra_env);
   output.clear();
   while (const std::optional<std::string> line = read_line(child.output_fd)) output += *line + "\n";
   ::close(child.output_fd);

@@ -76,13 +76,16 @@ struct ChildProcess {
 
 // Starts argv[0] (an absolute path) with argv, in an environment without the variables of
 // an MPI launcher (OMPI_*, PMIX_*, ...), so a child that initialises MPI becomes a singleton
-// world of its own instead of joining the parent's job.
-ChildProcess spawn_process(const std::vector<std::string>& argv);
+// world of its own instead of joining the parent's job. `extra_env` ("NAME=value") is added,
+// replacing variables of the same name.
+ChildProcess spawn_process(const std::vector<std::string>& argv,
+                           const std::vector<std::string>& extra_env = {});
 // Returns the next line (without '\n') read from fd, or nothing at end of file.
 std::optional<std::string> read_line(int fd);
 // Returns the raw wait status of the child after it exits.
 int wait_for(int pid);
 // Runs argv to completion; returns its exit code (-signal if killed) and its output.
-int run_process(const std::vector<std::string>& argv, std::string& output);
+int run_process(const std::vector<std::string>& argv, std::string& output,
+                const std::vector<std::string>& extra_env = {});
 
 }  // namespace mpitrain::checkpoint::testing
