@@ -1,5 +1,6 @@
 #include "mpitrain/checkpoint/checkpoint_layout.hpp"
 
+#include <cstdio>
 #include <limits>
 
 namespace mpitrain::checkpoint {
@@ -25,6 +26,24 @@ std::optional<std::int64_t> parse_checkpoint_folder_name(std::string_view name) 
 bool is_temp_folder_name(std::string_view name) {
   const std::size_t pos = name.rfind(kTempMarker);
   return pos != std::string_view::npos && pos > 0 && pos + kTempMarker.size() < name.size();
+}
+
+std::string temp_folder_name(std::string_view target_name, std::uint64_t id) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(id));
+  return std::string(target_name) + std::string(kTempMarker) + hex;
+}
+
+bool is_commit_temp_folder_name(std::string_view name) {
+  constexpr std::size_t kIdDigits = 16;
+  const std::size_t suffix = kTempMarker.size() + kIdDigits;
+  if (name.size() <= suffix) return false;  // the target name is not empty
+  const std::size_t marker = name.size() - suffix;
+  if (name.substr(marker, kTempMarker.size()) != kTempMarker) return false;
+  for (const char c : name.substr(marker + kTempMarker.size())) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
 }
 
 }  // namespace mpitrain::checkpoint

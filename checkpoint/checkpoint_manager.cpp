@@ -31,12 +31,6 @@ bool is_directory_no_follow(const fs::path& p) {
   return ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-std::string hex64(std::uint64_t v) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
-
 // Returns a random 64-bit id for the temporary folder: two commits never share one, even
 // across jobs writing to the same file system.
 std::uint64_t random_id() {
@@ -105,7 +99,9 @@ std::vector<fs::path> remove_abandoned_checkpoints(const fs::path& checkpoints_d
   for (const fs::directory_entry& entry : it) {
     const std::string name = entry.path().filename().string();
     if (!is_directory_no_follow(entry.path())) continue;
-    const bool temp = name.starts_with("checkpoint_") && is_temp_folder_name(name);
+    // Any save's temporary folder: checkpoint_<N>.tmp-<id>, and <F>.tmp-<id> of a save to
+    // an explicit folder F here (the trainer's checkpoints/step_<S> without automatic naming).
+    const bool temp = is_commit_temp_folder_name(name);
     const bool uncommitted = parse_checkpoint_folder_name(name).has_value() &&
                              !is_regular_file_no_follow(entry.path() / kManifestFile);
     if (temp || uncommitted) doomed.push_back(entry.path());
@@ -226,8 +222,7 @@ SaveResult CheckpointManager::commit(const CheckpointState& state, const Communi
                                      std::uint64_t id) {
   const int rank = comm.rank();
   const int world = comm.size();
-  const fs::path tmp = target.parent_path() / (target.filename().string() +
-                                               std::string(kTempMarker) + hex64(id));
+  const fs::path tmp = target.parent_path() / temp_folder_name(target.filename().string(), id);
   const std::string what = "saving checkpoint '" + target.string() + "'";
 
   // Runs `step` on every rank (rank 0's steps return at once elsewhere), agrees on the

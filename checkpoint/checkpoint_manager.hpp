@@ -27,9 +27,11 @@
 // this project it is k + 1 (Accelerate issues #1601, #3306). Saving never overwrites: if
 // checkpoint_<N> exists, save throws (set iteration, or remove the newer checkpoints).
 //
-// At construction, rank 0 removes abandoned folders of checkpoints/: "checkpoint_<N>.tmp-*"
-// and "checkpoint_<N>" without MANIFEST.json, then all ranks meet in a barrier. Two jobs
-// must not share one project folder.
+// At construction, rank 0 removes abandoned folders of checkpoints/: every temporary folder
+// of a save ("<name>.tmp-<16 hex digits>", checkpoint_layout.hpp: automatic and explicit
+// folders alike) and "checkpoint_<N>" without MANIFEST.json, then all ranks meet in a
+// barrier. A save to an explicit folder outside checkpoints/ that is interrupted leaves its
+// temporary folder there. Two jobs must not share one project folder.
 //
 // The collective calls use the Communicator passed in directly: call them when no other
 // collective of that communicator is in flight (e.g. the engine's communication stream is

@@ -454,22 +454,36 @@ TEST_F(CheckpointManagerTest, AbandonedFoldersAreRemovedAtStart) {
     first.save(make_state(comm_.rank(), 0), comm_);
     ckpts = first.checkpoints_dir();
   }
+  // A committed save to an explicit folder of checkpoints/ (the trainer's step_<S>).
+  {
+    CheckpointManager explicit_saver(config(dir.path()), comm_);
+    explicit_saver.save(make_state(comm_.rank(), 3), comm_, ckpts / "step_3");
+  }
+  // Not made by a save (the id is not 16 lowercase hex digits), or not a save at all.
+  const std::vector<std::string> foreign = {"notes", "step_4.tmp-notanid", "old.tmp-0123abcd",
+                                            "step_4.tmp-0123456789ABCDEF", ".tmp-0123456789abcdef",
+                                            "step_4.tmp-0123456789abcdef0", "step_7"};
   testing::on_rank0(comm_, [&] {
     fs::create_directories(ckpts / "checkpoint_5.tmp-00000000deadbeef");
     std::ofstream(ckpts / "checkpoint_5.tmp-00000000deadbeef" / "state.h5") << "partial";
     fs::create_directories(ckpts / "checkpoint_6");  // crashed during rename: no manifest
     std::ofstream(ckpts / "checkpoint_6" / "state.h5") << "whatever";
-    fs::create_directories(ckpts / "notes");  // not ours: left alone
+    // An interrupted save to the explicit folder step_4.
+    fs::create_directories(ckpts / temp_folder_name("step_4", 0x0123456789abcdefULL));
+    std::ofstream(ckpts / "step_4.tmp-0123456789abcdef" / "rank_0.h5") << "partial";
+    for (const std::string& name : foreign) fs::create_directories(ckpts / name);
   });
   CheckpointManager second(config(dir.path()), comm_);
   if (comm_.rank() == 0) {
     EXPECT_EQ(second.removed_at_start(),
               (std::vector<fs::path>{ckpts / "checkpoint_5.tmp-00000000deadbeef",
-                                     ckpts / "checkpoint_6"}));
+                                     ckpts / "checkpoint_6", ckpts / "step_4.tmp-0123456789abcdef"}));
   }
   EXPECT_FALSE(fs::exists(ckpts / "checkpoint_5.tmp-00000000deadbeef"));
   EXPECT_FALSE(fs::exists(ckpts / "checkpoint_6"));
-  EXPECT_TRUE(fs::exists(ckpts / "notes"));
+  EXPECT_FALSE(fs::exists(ckpts / "step_4.tmp-0123456789abcdef"));
+  for (const std::string& name : foreign) EXPECT_TRUE(fs::exists(ckpts / name)) << name;
+  expect_same_state(second.load(ckpts / "step_3", comm_).state, make_state(comm_.rank(), 3));
   EXPECT_EQ(numbers(second), std::vector<std::int64_t>{0});
   EXPECT_EQ(second.next_iteration(), 1);
   const std::string msg = error_of([&] { (void)second.load(ckpts / "checkpoint_5.tmp-1", comm_); });

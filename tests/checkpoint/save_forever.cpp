@@ -1,10 +1,12 @@
 // Helper executable for checkpoint_crash_test: a world-size-1 job that saves checkpoints in
 // a loop until it is killed.
 //
-//   checkpoint_save_forever PROJECT_DIR MIB
+//   checkpoint_save_forever PROJECT_DIR MIB [explicit]
 //
 // Checkpoint k holds a model tensor of MIB MiB whose element i is k + i / 8 (mod 2^20, so
-// values stay exact in fp32); after each commit it prints "committed <k>" on stdout.
+// values stay exact in fp32); after each commit it prints "committed <k>" on stdout. With
+// "explicit", checkpoint k is saved to the explicit folder checkpoints/step_<k> (as the
+// trainer does without automatic naming) instead of checkpoints/checkpoint_<k>.
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,8 +18,9 @@
 #include "mpitrain/collectives/mpi_runtime.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s PROJECT_DIR MIB\n", argv[0]);
+  const bool explicit_folders = argc == 4 && std::string(argv[3]) == "explicit";
+  if (argc != 3 && !explicit_folders) {
+    std::fprintf(stderr, "usage: %s PROJECT_DIR MIB [explicit]\n", argv[0]);
     return 2;
   }
   try {
@@ -26,6 +29,7 @@ int main(int argc, char** argv) {
     mpitrain::checkpoint::ProjectConfiguration config;
     config.project_dir = argv[1];
     config.total_limit = 2;
+    config.automatic_checkpoint_naming = !explicit_folders;
     mpitrain::checkpoint::CheckpointManager manager(config, comm);
     const std::size_t count = std::stoul(argv[2]) * (std::size_t{1} << 20) / sizeof(float);
     for (std::int64_t k = manager.next_iteration();; ++k) {
@@ -37,8 +41,12 @@ int main(int argc, char** argv) {
       state.replicated["model"].tensors["0.weight"] = std::move(weights);
       state.replicated["engine"].integers["step"] = k;
       state.step = k;
-      const auto saved = manager.save(state, comm);
-      std::printf("committed %lld\n", static_cast<long long>(saved.number));
+      if (explicit_folders) {
+        manager.save(state, comm, manager.checkpoints_dir() / ("step_" + std::to_string(k)));
+      } else {
+        manager.save(state, comm);
+      }
+      std::printf("committed %lld\n", static_cast<long long>(k));
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
