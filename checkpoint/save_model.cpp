@@ -1,5 +1,7 @@
 #include "mpitrain/checkpoint/save_model.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <utility>
@@ -40,7 +42,9 @@ fs::path write_model(const fs::path& dir_in, const Named& weights, ModelFormat f
       write_safetensors(tmp, weights);
     }
     if (::rename(tmp.c_str(), target.c_str()) != 0) {
-      throw CheckpointError("rename '" + tmp.string() + "' to '" + target.string() + "' failed");
+      const int err = errno;
+      throw CheckpointError("rename '" + tmp.string() + "' to '" + target.string() +
+                            "' failed: " + std::strerror(err));
     }
     fsync_directory(dir);
   } catch (...) {

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "checkpoint_test_util.hpp"
 #include "mpitrain/checkpoint/checkpoint_error.hpp"
@@ -46,6 +48,27 @@ std::vector<nn::Parameter*> pointers(std::vector<nn::Parameter>& params) {
   std::vector<nn::Parameter*> out;
   for (nn::Parameter& p : params) out.push_back(&p);
   return out;
+}
+
+TEST(SaveModel, AFailedRenameNamesItsCauseAndLeavesNoTempFile) {
+  TempDir dir("model_rename");
+  std::vector<nn::Parameter> params = make_parameters(0.0f);
+  // A non-empty folder where model.h5 goes: rename(2) of the written file onto it fails.
+  fs::create_directories(dir.path() / "model.h5" / "in_the_way");
+  try {
+    save_model(dir.path(), pointers(params), ModelFormat::hdf5);
+    ADD_FAILURE() << "renaming onto a folder must fail";
+  } catch (const CheckpointError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("rename '"), std::string::npos) << msg;
+    EXPECT_NE(msg.find((dir.path() / "model.h5").string() + "' failed: Is a directory"),
+              std::string::npos)
+        << msg;
+  }
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
+  EXPECT_TRUE(fs::is_directory(dir.path() / "model.h5" / "in_the_way"));
 }
 
 TEST(SaveModel, PythonReadsBothFormatsWithTorchNamesAndShapes) {
