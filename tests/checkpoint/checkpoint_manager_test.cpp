@@ -317,12 +317,15 @@ TEST_F(CheckpointManagerTest, CorruptionIsRejectedBeforeHdf5ParsesAnyFile) {
   expect_same_state(loaded.state, make_state(comm_.rank(), 2));
 }
 
-TEST_F(CheckpointManagerTest, FailureOnOneRankFailsEveryRankAndLeavesNothingBehind) {
+// A write error on one rank only, simulated with RLIMIT_FSIZE: write(2) of a file beyond
+// 256 KiB fails with EFBIG ("File too large"), not ENOSPC. What it checks is the protocol's
+// answer to any write error on some ranks; a real full disk (ENOSPC) is disk_full_test's.
+TEST_F(CheckpointManagerTest, WriteErrorOnOneRankFailsEveryRankAndLeavesNothingBehind) {
   SharedTempDir dir(comm_, "efbig");
   CheckpointManager manager(config(dir.path()), comm_);
   manager.save(make_state(comm_.rank(), 1), comm_);
 
-  // The last rank's file system "fills up": files over 256 KiB fail with EFBIG.
+  // The last rank's writes beyond 256 KiB per file fail with EFBIG (SIGXFSZ ignored).
   const int failing = comm_.size() - 1;
   CheckpointState big = make_state(comm_.rank(), 2);
   rlimit saved_limit{};
