@@ -4,12 +4,14 @@
 // values per rank on the wire with the ring, overlapped with backward); one pass over P
 // values for the inf/NaN check, fused with the fp16 unscale and with clipping when
 // clip_grad_norm is called (plus one read pass for the norm); then the optimizer.
-// prepare(): one allgather of a 64-bit hash and one broadcast per parameter (a mismatch adds
-// one allgatherv of the parameter lists to name the difference).
+// prepare(): one allgather of three 64-bit values per rank (an error flag, hashes of the
+// settings and of the parameter list) and one broadcast per parameter; an error or a
+// mismatch adds one allgather and one allgatherv of the texts that name it.
 
 #include "mpitrain/engine/engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -50,6 +52,35 @@ std::string describe(const std::vector<nn::Parameter*>& params) {
     out += nn::to_string(p->value.shape());
     out += '\n';
   }
+  return out;
+}
+
+// Returns every rank's `text`, indexed by rank: one allgather of the lengths and one
+// allgatherv of the bytes. Collective.
+std::vector<std::string> allgather_text(const Communicator& comm, std::string_view text) {
+  const std::vector<std::int64_t> lengths =
+      comm.allgather_value<std::int64_t>(static_cast<std::int64_t>(text.size()));
+  std::vector<std::size_t> counts;
+  std::size_t total = 0;
+  for (std::int64_t len : lengths) {
+    counts.push_back(static_cast<std::size_t>(len));
+    total += static_cast<std::size_t>(len);
+  }
+  std::string all(total, '\0');
+  comm.allgatherv(text.data(), text.size(), all.data(), counts, DType::u8);
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  for (std::size_t c : counts) {
+    out.push_back(all.substr(at, c));
+    at += c;
+  }
+  return out;
+}
+
+// "key\tvalue" lines of the settings every rank must share.
+std::string describe_settings(const EngineConfig& config) {
+  std::string out;
+  for (const auto& [key, value] : config.cross_rank_settings()) out += key + '\t' + value + '\n';
   return out;
 }
 
@@ -107,27 +138,78 @@ Engine::~Engine() {
 
 // ---- preparing ------------------------------------------------------------------------------
 
-void Engine::check_parameters_match(const std::vector<nn::Parameter*>& params) const {
+void Engine::agree_across_ranks(std::string_view who, const std::string& description,
+                                const std::string& local_error) const {
   idle_stream();
-  const std::string mine = describe(params);
-  const std::vector<std::int64_t> hashes =
-      comm_.allgather_value<std::int64_t>(static_cast<std::int64_t>(fnv1a(mine)));
-  if (std::all_of(hashes.begin(), hashes.end(), [&](std::int64_t h) { return h == hashes[0]; })) {
-    return;
+  const std::string settings = describe_settings(config_);
+  const std::array<std::int64_t, 3> mine = {
+      local_error.empty() ? 0 : 1, static_cast<std::int64_t>(fnv1a(settings)),
+      static_cast<std::int64_t>(fnv1a(description))};
+  std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(comm_.size()));
+  comm_.allgather(std::span<const std::int64_t>(mine), std::span<std::int64_t>(all));
+  const std::string prefix = std::string(who) + " (rank " + std::to_string(comm_.rank()) + "): ";
+  auto differs = [&](std::size_t field) {
+    for (std::size_t r = 0; r < all.size(); r += mine.size()) {
+      if (all[r + field] != all[field]) return true;
+    }
+    return false;
+  };
+
+  // 1. Some rank's own arguments are invalid: every rank learns which, and why.
+  bool any_error = false;
+  for (std::size_t r = 0; r < all.size(); r += mine.size()) any_error = any_error || all[r] != 0;
+  if (any_error) {
+    const std::vector<std::string> errors = allgather_text(comm_, local_error);
+    std::string failing;
+    std::string causes;
+    for (std::size_t r = 0; r < errors.size(); ++r) {
+      if (errors[r].empty()) continue;
+      failing += (failing.empty() ? "" : ", ") + std::to_string(r);
+      causes += "; rank " + std::to_string(r) + ": " + errors[r];
+    }
+    throw std::invalid_argument(prefix + "invalid arguments on rank(s) " + failing + causes +
+                                " (nothing was prepared, on any rank)");
   }
-  // Some rank differs: every rank gathers every list and names the first difference.
-  const std::vector<std::uint8_t> bytes(mine.begin(), mine.end());
-  const std::vector<std::uint8_t> all = gather(std::span<const std::uint8_t>(bytes));
-  const std::vector<std::int64_t> lengths =
-      comm_.allgather_value<std::int64_t>(static_cast<std::int64_t>(bytes.size()));
+
+  // 2. The engine settings differ: name the first differing key, the ranks and the values.
+  if (differs(1)) {
+    const std::vector<std::string> texts = allgather_text(comm_, settings);
+    std::vector<std::vector<ParamLine>> lists;
+    for (const std::string& t : texts) lists.push_back(parse_description(t));
+    for (std::size_t i = 0; i < lists[0].size(); ++i) {
+      std::string diffs;
+      for (std::size_t r = 1; r < lists.size(); ++r) {
+        const bool same = i < lists[r].size() && lists[r][i].name == lists[0][i].name &&
+                          lists[r][i].shape == lists[0][i].shape;
+        if (same) continue;
+        diffs += ", rank " + std::to_string(r) + " has " +
+                 (i < lists[r].size() && lists[r][i].name == lists[0][i].name
+                      ? lists[r][i].shape
+                      : std::string("no such setting"));
+      }
+      if (diffs.empty()) continue;
+      throw std::invalid_argument(prefix + "the ranks' engine settings differ at " +
+                                  lists[0][i].name + ": rank 0 has " + lists[0][i].shape + diffs +
+                                  " (they decide the gradient buckets and the collectives, so "
+                                  "they must be equal on every rank)");
+    }
+    // Rank 0's list is a prefix of another's (fp16 adds the loss scaler's keys).
+    for (std::size_t r = 1; r < lists.size(); ++r) {
+      if (lists[r].size() > lists[0].size()) {
+        const ParamLine& extra = lists[r][lists[0].size()];
+        throw std::invalid_argument(prefix + "the ranks' engine settings differ at " + extra.name +
+                                    ": rank 0 has no such setting, rank " + std::to_string(r) +
+                                    " has " + extra.shape);
+      }
+    }
+    throw std::runtime_error(prefix + "the ranks' engine settings hash differently but read the same");
+  }
+
+  // 3. The parameter lists differ: name the first differing parameter.
+  if (!differs(2)) return;
+  const std::vector<std::string> texts = allgather_text(comm_, description);
   std::vector<std::vector<ParamLine>> lists;
-  std::size_t at = 0;
-  for (std::int64_t len : lengths) {
-    const std::string text(all.begin() + static_cast<std::ptrdiff_t>(at),
-                           all.begin() + static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(len)));
-    lists.push_back(parse_description(text));
-    at += static_cast<std::size_t>(len);
-  }
+  for (const std::string& t : texts) lists.push_back(parse_description(t));
   std::size_t longest = 0;
   for (const auto& l : lists) longest = std::max(longest, l.size());
   for (std::size_t i = 0; i < longest; ++i) {
@@ -142,17 +224,27 @@ void Engine::check_parameters_match(const std::vector<nn::Parameter*>& params) c
     }
     if (diffs.empty()) continue;
     std::ostringstream msg;
-    msg << "Engine::prepare (rank " << comm_.rank() << "): the ranks' models differ at parameter #"
-        << i << ": rank 0 has " << quote(ref) << diffs << " (parameter counts by rank:";
+    msg << prefix << "the ranks' models differ at parameter #" << i << ": rank 0 has "
+        << quote(ref) << diffs << " (parameter counts by rank:";
     for (std::size_t r = 0; r < lists.size(); ++r) msg << (r ? ", " : " ") << lists[r].size();
     msg << ")";
     throw std::runtime_error(msg.str());
   }
-  throw std::runtime_error("Engine::prepare (rank " + std::to_string(comm_.rank()) +
-                           "): the ranks' parameter lists hash differently but read the same");
+  throw std::runtime_error(prefix + "the ranks' parameter lists hash differently but read the same");
 }
 
-void Engine::setup_sync(std::vector<SyncedParameter> params) {
+void Engine::setup_sync(std::vector<SyncedParameter> params, std::string_view who,
+                        const std::string& description, std::string local_error) {
+  std::unordered_map<std::string, std::size_t> index_of_name;
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const SyncedParameter& sp = params[k];
+    if (!index_of_name.emplace(sp.parameter->name, k).second) {
+      local_error += (local_error.empty() ? "" : "; ") +
+                     ("two parameters are named '" + sp.parameter->name + "'");
+    }
+  }
+  // Collective, before anything changes: every rank throws, or none does.
+  agree_across_ranks(who, description, local_error);
   if (sync_) {
     if (model_ != nullptr) model_->set_grad_ready_hook({});
     sync_.reset();
@@ -160,14 +252,8 @@ void Engine::setup_sync(std::vector<SyncedParameter> params) {
   model_ = nullptr;
   optimizer_ = nullptr;
   params_.clear();
-  index_of_name_.clear();
-  for (const SyncedParameter& sp : params) {
-    if (!index_of_name_.emplace(sp.parameter->name, params_.size()).second) {
-      throw std::invalid_argument("Engine: two parameters are named '" + sp.parameter->name + "'");
-    }
-    params_.push_back(sp.parameter);
-  }
-  check_parameters_match(params_);
+  for (const SyncedParameter& sp : params) params_.push_back(sp.parameter);
+  index_of_name_ = std::move(index_of_name);
   // The same initial values everywhere: rank 0's.
   if (comm_.size() > 1) {
     for (nn::Parameter* p : params_) comm_.broadcast(p->value.span(), 0);
@@ -187,24 +273,30 @@ void Engine::setup_sync(std::vector<SyncedParameter> params) {
 void Engine::prepare(nn::Module& model, nn::Optimizer& optimizer) {
   std::vector<nn::Parameter*> params = model.parameters();
   const std::unordered_set<const nn::Parameter*> in_model(params.begin(), params.end());
+  std::string error;
   for (const nn::Parameter* p : optimizer.parameters()) {
     if (in_model.count(p) == 0) {
-      throw std::invalid_argument("Engine::prepare: optimizer parameter '" + p->name +
-                                  "' is not a parameter of the model");
+      error += (error.empty() ? "" : "; ") +
+               ("optimizer parameter '" + p->name + "' is not a parameter of the model");
     }
   }
   std::vector<SyncedParameter> synced;
   for (nn::Parameter* p : params) synced.push_back({p, {}});
-  setup_sync(std::move(synced));
+  setup_sync(std::move(synced), "Engine::prepare", describe(params), std::move(error));
   model.set_grad_ready_hook([this](nn::Parameter& p) { sync_->mark_ready(p); });
   model.set_requires_input_grad(false);
   model.set_precision(config_.mixed_precision);
+  model_ = &model;
+  optimizer_ = &optimizer;
+  install_random_streams();
+}
+
+void Engine::install_random_streams() {
+  if (model_ == nullptr) return;
   // Every rank its own dropout masks (as torch ranks seeded differently would draw), from
   // streams that depend only on the seed and the rank, so a run is reproducible.
   std::uint64_t purpose = 1;
-  for (auto& [path, stream] : model.random_streams()) *stream = process_rng(purpose++);
-  model_ = &model;
-  optimizer_ = &optimizer;
+  for (auto& [path, stream] : model_->random_streams()) *stream = process_rng(purpose++);
 }
 
 void Engine::prepare(nn::Module& model, nn::Optimizer& optimizer, data::DataLoader& loader,
@@ -261,13 +353,17 @@ void Engine::prepare_loader(data::DataLoader& loader, bool training) {
 void Engine::register_parameters(std::vector<ExternalParameter> params) {
   std::vector<std::unique_ptr<nn::Parameter>> owned;
   std::vector<SyncedParameter> synced;
+  std::string description;
+  std::string error;
   for (ExternalParameter& e : params) {
+    description += e.name + '\t' + nn::to_string(e.shape) + '\n';
     const std::size_t n = nn::numel(e.shape);
     if (e.value.size() != n || (!e.grad.empty() && e.grad.size() != n)) {
-      throw std::invalid_argument("Engine::register_parameters: '" + e.name + "' has shape " +
-                                  nn::to_string(e.shape) + " (" + std::to_string(n) +
-                                  " values) but " + std::to_string(e.value.size()) +
-                                  " values and " + std::to_string(e.grad.size()) + " gradients");
+      error += (error.empty() ? "" : "; ") +
+               ("'" + e.name + "' has shape " + nn::to_string(e.shape) + " (" + std::to_string(n) +
+                " values) but " + std::to_string(e.value.size()) + " values and " +
+                std::to_string(e.grad.size()) + " gradients");
+      continue;
     }
     auto p = std::make_unique<nn::Parameter>();
     p->name = e.name;
@@ -276,7 +372,7 @@ void Engine::register_parameters(std::vector<ExternalParameter> params) {
     synced.push_back({p.get(), e.grad});
     owned.push_back(std::move(p));
   }
-  setup_sync(std::move(synced));
+  setup_sync(std::move(synced), "Engine::register_parameters", description, std::move(error));
   external_params_ = std::move(owned);
 }
 

@@ -117,16 +117,23 @@ class Engine {
   int world_size() const noexcept { return comm_.size(); }
 
   // ---- preparing (in place) ------------------------------------------------------------------
-  // Prepares model and optimizer: checks that every rank has the same parameter names,
-  // shapes and order (on a difference, every rank throws std::runtime_error naming the first
-  // differing parameter, the ranks and their shapes), broadcasts rank 0's values, lays out
-  // the gradient buckets (each Parameter::grad becomes a view into them) and installs the
-  // grad-ready hook. The model's first layer skips its input gradient
-  // (set_requires_input_grad(false)); set_precision(mixed_precision) is applied; the model's
-  // random streams (Module::random_streams: dropout) are replaced by process_rng(1),
-  // process_rng(2), ... in order, so every rank draws its own masks, reproducibly. Every
-  // optimizer parameter must be a model parameter. Model and optimizer must outlive the
-  // engine (or the next prepare): declare them before the engine.
+  // Prepares model and optimizer. Collective, and every check is agreed across ranks
+  // before anything changes, so an error is thrown on EVERY rank (never a hang):
+  //   - invalid arguments on some rank (an optimizer parameter that is not a model
+  //     parameter, two parameters with the same name): std::invalid_argument naming the
+  //     rank(s) and the causes;
+  //   - settings that differ between ranks (EngineConfig::cross_rank_settings: accumulation,
+  //     buckets, wire type, overlap, mixed precision, ...): std::invalid_argument naming the
+  //     first differing key, the ranks and their values;
+  //   - parameter names, shapes or order that differ: std::runtime_error naming the first
+  //     differing parameter, the ranks and their shapes.
+  // Then it broadcasts rank 0's values, lays out the gradient buckets (each Parameter::grad
+  // becomes a view into them) and installs the grad-ready hook. The model's first layer
+  // skips its input gradient (set_requires_input_grad(false)); set_precision(mixed_precision)
+  // is applied; the model's random streams (Module::random_streams: dropout) are replaced by
+  // process_rng(1), process_rng(2), ... in order, so every rank draws its own masks,
+  // reproducibly. Model and optimizer must outlive the engine (or the next prepare): declare
+  // them before the engine.
   void prepare(nn::Module& model, nn::Optimizer& optimizer);
   // Same, plus the training loader (prepare_loader(loader, true)) whose last batch of an
   // epoch ends an accumulation window (sync_with_dataloader), and an optional learning-rate
@@ -152,8 +159,9 @@ class Engine {
   data::DataLoader make_loader(std::shared_ptr<const data::Dataset> dataset,
                                data::DataLoaderOptions options) const;
   // Bring your own model: registers parameters held in the user's buffers, in registration
-  // order, with the same checks and broadcast as prepare(). The user's backward then calls
-  // grad_ready() for each parameter as its gradient becomes final (any order).
+  // order, with the same cross-rank checks and broadcast as prepare() (a span whose size is
+  // not numel(shape) is an invalid argument, reported on every rank). The user's backward
+  // then calls grad_ready() for each parameter as its gradient becomes final (any order).
   void register_parameters(std::vector<ExternalParameter> params);
   // Returns the gradient storage of a parameter registered with an empty grad span.
   std::span<float> gradient(std::string_view name);
@@ -357,8 +365,21 @@ class Engine {
  private:
   void begin_micro_step();
   void end_micro_step();
-  void check_parameters_match(const std::vector<nn::Parameter*>& params) const;
-  void setup_sync(std::vector<SyncedParameter> params);
+  // Collective: one allgather of (error flag, settings hash, parameter-list hash) per rank.
+  // Throws on EVERY rank, naming the rank(s) and values, when some rank's `local_error` (its
+  // own invalid arguments; empty: none) is set (std::invalid_argument), when the ranks'
+  // EngineConfig::cross_rank_settings() differ (std::invalid_argument, the first differing
+  // key) or when their parameter `description`s ("name\tshape" lines) differ
+  // (std::runtime_error, the first differing parameter). `who` starts the messages.
+  void agree_across_ranks(std::string_view who, const std::string& description,
+                          const std::string& local_error) const;
+  // Checks names (duplicates join `local_error`), agrees across ranks, then replaces the
+  // prepared parameters by `params`, broadcasts rank 0's values and lays out the buckets.
+  // Throws before changing anything when some rank's arguments are invalid or differ.
+  void setup_sync(std::vector<SyncedParameter> params, std::string_view who,
+                  const std::string& description, std::string local_error);
+  // Gives the prepared model's random streams process_rng(1), process_rng(2), ... in order.
+  void install_random_streams();
   void run_backward(const std::function<void()>& body);
   // Removes the loss scale (once per step) and returns whether every gradient is finite.
   bool unscale_and_check();

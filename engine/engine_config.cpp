@@ -1,5 +1,6 @@
 #include "mpitrain/engine/engine_config.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -27,6 +28,15 @@ void check_mb(std::string_view key, double mb) {
     invalid(key, number(mb), "must be a finite number of MiB in (0, 1048576]");
   }
 }
+
+// Returns `v` in the shortest form that reads back as the same double.
+std::string exact(double v) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return ec == std::errc() ? std::string(buf, end) : number(v);
+}
+
+std::string boolean(bool b) { return b ? "true" : "false"; }
 
 std::size_t mb_to_bytes(double mb) {
   // At least 4 bytes, so a bucket always holds one value of any wire type.
@@ -100,6 +110,38 @@ std::size_t EngineConfig::bucket_cap_bytes() const {
 std::size_t EngineConfig::first_bucket_bytes() const {
   check_mb("distributed.first_bucket_mb", first_bucket_mb);
   return mb_to_bytes(first_bucket_mb);
+}
+
+std::vector<std::pair<std::string, std::string>> EngineConfig::cross_rank_settings() const {
+  std::vector<std::pair<std::string, std::string>> s = {
+      {"training.gradient_accumulation_steps", std::to_string(gradient_accumulation_steps)},
+      {"training.sync_with_dataloader", boolean(sync_with_dataloader)},
+      {"training.mixed_precision", std::string(to_string(mixed_precision))},
+      {"training.nan_policy", std::string(to_string(nan_policy))},
+      {"distributed.bucket_cap_mb", exact(bucket_cap_mb)},
+      {"distributed.first_bucket_mb", exact(first_bucket_mb)},
+      {"distributed.overlap", boolean(overlap)},
+      {"distributed.grad_comm_dtype", std::string(to_string(grad_comm_dtype))},
+      {"distributed.allreduce_algorithm", std::string(to_string(allreduce_algorithm))},
+      {"distributed.unused_parameters", std::string(to_string(unused_parameters))},
+      {"data.split_batches", boolean(split_batches)},
+      {"data.even_batches", boolean(even_batches)},
+  };
+  if (mixed_precision == Precision::fp16) {
+    const LossScalerOptions& o = loss_scaler;
+    s.insert(s.end(), {
+        {"training.loss_scaler.enabled", boolean(o.enabled)},
+        {"training.loss_scaler.dynamic", boolean(o.dynamic)},
+        {"training.loss_scaler.init_scale", exact(o.init_scale)},
+        {"training.loss_scaler.growth_factor", exact(o.growth_factor)},
+        {"training.loss_scaler.backoff_factor", exact(o.backoff_factor)},
+        {"training.loss_scaler.growth_interval", std::to_string(o.growth_interval)},
+        {"training.loss_scaler.hysteresis", std::to_string(o.hysteresis)},
+        {"training.loss_scaler.consecutive_hysteresis", boolean(o.consecutive_hysteresis)},
+        {"training.loss_scaler.min_scale", exact(o.min_scale)},
+    });
+  }
+  return s;
 }
 
 }  // namespace mpitrain

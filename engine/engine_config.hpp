@@ -5,7 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "mpitrain/checkpoint/checkpoint_manager.hpp"
 #include "mpitrain/collectives/communicator.hpp"
@@ -78,6 +81,15 @@ struct EngineConfig {
   std::size_t bucket_cap_bytes() const;
   // Returns first_bucket_mb in bytes.
   std::size_t first_bucket_bytes() const;
+  // Returns the settings that must be equal on every rank, as (`section.key`, value text)
+  // pairs in a fixed order: those that decide the bucket layout, which collectives a step
+  // issues and when (accumulation, sync_with_dataloader, the loader sharding, overlap, wire
+  // type, algorithm, unused_parameters, nan_policy), or how gradients are scaled
+  // (mixed_precision and, with fp16, the loss scaler). Numbers are written exactly (shortest
+  // round-trip form), so two values differ exactly when their texts do. Engine::prepare
+  // compares them across ranks. Not included, as ranks may differ in them without breaking
+  // the collectives: seed (rank 0's weights are broadcast), blas_threads, project.
+  std::vector<std::pair<std::string, std::string>> cross_rank_settings() const;
 };
 
 }  // namespace mpitrain

@@ -1,7 +1,8 @@
 // Engine: data-parallel equivalence with single-process training (ranks x batch, and
 // accumulation), communication only on synchronising micro-steps, bit-identical parameters
 // on every rank, clipping, metrics over a ragged data set, overlap on/off, parameter
-// mismatch reports, unused parameters, step/scheduler rules, process helpers and state.
+// mismatch reports, invalid arguments and differing settings on one rank reported on every
+// rank, unused parameters, step/scheduler rules, process helpers, seeds and state.
 //
 // The single-process references run inside the test on every rank, without communication:
 // the same model (same seed), the same data order (a world-of-one loader whose batch is the
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -75,9 +77,15 @@ nn::SgdOptions sgd_options() {
   return o;
 }
 
-
-
-
+// Returns what `f` throws (as std::exception) on this rank, or "" when it returns.
+template <class F> std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // Trains `reference` on one process: `steps` optimizer steps of batches of `batch` examples.
 void train_reference(nn::Sequential& model, nn::Optimizer& opt, std::shared_ptr<const data::Dataset> ds,
@@ -513,6 +521,128 @@ TEST_F(EngineTest, ParameterNameMismatchIsReported) {
     EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(n() - 1) + " has 'renamed' [2, 3]"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// One rank (the last) passes invalid arguments: every rank throws, naming that rank and the
+// cause, instead of the others waiting forever in prepare's collective. The engine stays
+// usable: a valid prepare afterwards works on every rank.
+TEST_F(EngineTest, InvalidArgumentsOnOneRankAreReportedOnEveryRank) {
+  const int last = comm_.size() - 1;
+  const bool bad = comm_.rank() == last;
+  const std::string failing = "invalid arguments on rank(s) " + std::to_string(last) + "; rank " +
+                              std::to_string(last) + ": ";
+  nn::Sequential good = mlp();  // prepared last: declared before the engine, which refers to it
+  nn::Sgd good_opt(good.parameters(), sgd_options());
+  Engine engine({}, comm_);
+  {  // An optimizer parameter that is not a model parameter.
+    nn::Sequential model = mlp();
+    nn::Parameter extra;
+    extra.name = "extra";
+    extra.value = nn::Tensor({3});
+    std::vector<nn::Parameter*> opt_params = model.parameters();
+    if (bad) opt_params.push_back(&extra);
+    nn::Sgd opt(opt_params, sgd_options());
+    const std::string what = error_of([&] { engine.prepare(model, opt); });
+    EXPECT_NE(what.find("Engine::prepare (rank " + std::to_string(comm_.rank()) + "): " + failing +
+                        "optimizer parameter 'extra' is not a parameter of the model"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(engine.gradient_sync(), nullptr);  // nothing was prepared
+  }
+  {  // Two parameters with the same name (bring your own model).
+    std::vector<float> w(4), v(4);
+    const std::string second = bad ? "w" : "v";
+    const std::string what = error_of([&] {
+      engine.register_parameters({{"w", {4}, w, {}}, {second, {4}, v, {}}});
+    });
+    EXPECT_NE(what.find("Engine::register_parameters (rank " + std::to_string(comm_.rank()) +
+                        "): " + failing + "two parameters are named 'w'"),
+              std::string::npos)
+        << what;
+  }
+  {  // A span whose size does not match the shape.
+    std::vector<float> w(6), g(6);
+    const std::size_t values = bad ? 5 : 6;
+    const std::string what = error_of([&] {
+      engine.register_parameters({{"w", {2, 3}, std::span<float>(w).first(values), g}});
+    });
+    EXPECT_NE(what.find(failing + "'w' has shape [2, 3] (6 values) but 5 values and 6 gradients"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(engine.gradient_sync(), nullptr);
+  }
+  // Every rank is still in step: a valid prepare works and synchronises.
+  ASSERT_NO_THROW(engine.prepare(good, good_opt));
+  EXPECT_TRUE(identical_on_all_ranks(comm_, flatten(good.parameters())));
+}
+
+// Every setting that changes the buckets or the collectives must agree across ranks: one that
+// differs on the last rank is reported on every rank with the key, the ranks and the values.
+TEST_F(EngineTest, SettingsThatDifferAcrossRanksAreReportedOnEveryRank) {
+  const int last = comm_.size() - 1;
+  const bool odd = comm_.rank() == last && n() > 1;
+  struct Case {
+    std::string key;
+    std::function<void(EngineConfig&)> change;
+    std::string base_value;
+    std::string odd_value;
+  };
+  const std::vector<Case> cases = {
+      {"training.gradient_accumulation_steps",
+       [](EngineConfig& c) { c.gradient_accumulation_steps = 2; }, "1", "2"},
+      {"training.mixed_precision", [](EngineConfig& c) { c.mixed_precision = Precision::bf16; },
+       "no", "bf16"},
+      {"distributed.bucket_cap_mb", [](EngineConfig& c) { c.bucket_cap_mb = 0.5; }, "25", "0.5"},
+      {"distributed.first_bucket_mb", [](EngineConfig& c) { c.first_bucket_mb = 1.0000001; },
+       "1", "1.0000001"},
+      {"distributed.overlap", [](EngineConfig& c) { c.overlap = false; }, "true", "false"},
+      {"distributed.grad_comm_dtype", [](EngineConfig& c) { c.grad_comm_dtype = DType::bf16; },
+       "f32", "bf16"},
+      {"distributed.allreduce_algorithm",
+       [](EngineConfig& c) { c.allreduce_algorithm = AllreduceAlgorithm::ring; }, "default", "ring"},
+      {"distributed.unused_parameters",
+       [](EngineConfig& c) { c.unused_parameters = UnusedParameterPolicy::error; }, "zero", "error"},
+  };
+  for (const Case& c : cases) {
+    EngineConfig config;
+    if (odd) c.change(config);
+    nn::Sequential model = mlp();
+    nn::Sgd opt(model.parameters(), sgd_options());
+    Engine engine(config, comm_);
+    const std::string what = error_of([&] { engine.prepare(model, opt); });
+    if (n() == 1) {
+      EXPECT_EQ(what, "") << c.key;  // one rank: nothing to disagree with
+      continue;
+    }
+    EXPECT_NE(what.find("Engine::prepare (rank " + std::to_string(comm_.rank()) +
+                        "): the ranks' engine settings differ at " + c.key + ": rank 0 has " +
+                        c.base_value + ", rank " + std::to_string(last) + " has " + c.odd_value),
+              std::string::npos)
+        << what;
+  }
+  // fp16's loss scaler options count with fp16; of two differences, the first in
+  // cross_rank_settings() order is named.
+  for (bool also_buckets : {false, true}) {
+    EngineConfig config;
+    config.mixed_precision = Precision::fp16;
+    if (odd) {
+      config.loss_scaler.growth_interval = 100;
+      if (also_buckets) config.bucket_cap_mb = 2.0;
+    }
+    OwnBuffers own;
+    Engine engine(config, comm_);
+    const std::string what = error_of([&] { engine.register_parameters(own.params()); });
+    if (n() == 1) {
+      EXPECT_EQ(what, "");
+      continue;
+    }
+    const std::string expected =
+        also_buckets ? "differ at distributed.bucket_cap_mb: rank 0 has 25, rank " +
+                           std::to_string(last) + " has 2 ("
+                     : "differ at training.loss_scaler.growth_interval: rank 0 has 2000, rank " +
+                           std::to_string(last) + " has 100 (";
+    EXPECT_NE(what.find(expected), std::string::npos) << what;
   }
 }
 
