@@ -2,7 +2,8 @@
 // B buckets on n ranks: B allreduces of P values in total on the communication thread (or the
 // calling thread with overlap off; bf16/f16 wire types round and widen the values inside the
 // allreduce, see Communicator::allreduce(std::span<float>, ...)), and O(parameters)
-// bookkeeping; nothing on non-synchronising micro-steps.
+// bookkeeping; nothing on non-synchronising micro-steps. The unused-parameter error (policy
+// error) adds one allgather and one allgatherv of the names.
 
 #include "mpitrain/engine/gradient_sync.hpp"
 
@@ -15,6 +16,8 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace mpitrain {
 namespace {
@@ -37,6 +40,28 @@ void* allocate(std::size_t bytes) {
   // Advice only: where THP is off or madvise fails, the memory works the same.
   if (align == kHugePage) ::madvise(p, rounded, MADV_HUGEPAGE);
   return p;
+}
+
+// Returns every rank's `text`, indexed by rank: one allgather of the lengths and one
+// allgatherv of the bytes. Collective; the stream must be idle.
+std::vector<std::string> allgather_text(const Communicator& comm, std::string_view text) {
+  const std::vector<std::int64_t> lengths =
+      comm.allgather_value<std::int64_t>(static_cast<std::int64_t>(text.size()));
+  std::vector<std::size_t> counts;
+  std::size_t total = 0;
+  for (std::int64_t len : lengths) {
+    counts.push_back(static_cast<std::size_t>(len));
+    total += static_cast<std::size_t>(len);
+  }
+  std::string all(total, '\0');
+  comm.allgatherv(text.data(), text.size(), all.data(), counts, DType::u8);
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  for (std::size_t c : counts) {
+    out.push_back(all.substr(at, c));
+    at += c;
+  }
+  return out;
 }
 
 }  // namespace
@@ -267,14 +292,24 @@ SyncReport GradientSync::finish() {
   copy_out();
   in_sync_ = false;
   if (options_.unused_parameters == UnusedParameterPolicy::error && report.ranks_with_unused > 0) {
-    std::string names;
-    for (const std::string& n : report.unused_names) names += (names.empty() ? "" : ", ") + n;
+    // Every rank knows that some rank has unused parameters (the reduced count), so every
+    // rank takes this path and the names can be gathered: each rank's message lists them all.
+    std::string mine;
+    for (const std::string& n : report.unused_names) mine += (mine.empty() ? "" : ", ") + n;
+    const std::vector<std::string> all =
+        comm_.size() > 1 ? allgather_text(comm_, mine) : std::vector<std::string>{mine};
+    std::string listed;
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      if (all[r].empty()) continue;
+      listed += (listed.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": " + all[r]);
+    }
     throw std::runtime_error(
         "GradientSync (rank " + std::to_string(comm_.rank()) + "): " +
         std::to_string(report.ranks_with_unused) +
-        " rank(s) have parameters that received no gradient in this backward; on this rank: " +
-        (names.empty() ? std::string("none (see the other ranks' errors)") : names) +
-        ". Use unused_parameters = zero to reduce them as zero gradients.");
+        " rank(s) have parameters that received no gradient in this backward: " + listed +
+        ". Give them a gradient in every synchronising backward, or use unused_parameters = "
+        "zero to reduce whatever their gradients accumulated since zero_grad (zero when they "
+        "took part in no micro-step).");
   }
   return report;
 }

@@ -23,17 +23,23 @@
 // - A bucket is launched on the CommStream as soon as the last of its gradients is ready
 //   (mark_ready, called from the model's grad-ready hook), in bucket order: when bucket k+1
 //   is ready before bucket k, it waits for k, so every rank issues the same collectives in
-//   the same order whatever order its backward reports. finish() waits for the launched
-//   buckets, then reduces the ones still waiting (unused parameters, or the last bucket,
-//   completed by the last gradient) on the calling thread, as overlap off does with every
-//   bucket: same collectives, same results, bit for bit.
+//   the same order whatever order its backward reports. With overlap on (and more than one
+//   rank) every bucket whose gradients were all reported, the last bucket included, is
+//   launched from mark_ready on the CommStream; finish() waits for those, then reduces on
+//   the calling thread the buckets that never completed (from the first bucket holding an
+//   unused parameter on, in bucket order). With overlap off, finish() reduces every bucket
+//   on the calling thread. Same collectives, same results, bit for bit.
 // - Unused parameters (no mark_ready during a synchronising backward) are detected in
-//   finish(). Their slots hold whatever was accumulated since zero_grad (zero when the
-//   parameter took no part in any micro-step) and are reduced with their bucket, so ranks
-//   that used the parameter get the right average. policy `error` instead raises an error
-//   naming them on EVERY rank (no hang): each rank with unused parameters adds 1 to
-//   one extra element reduced with the last bucket, so all ranks learn of any unused
-//   parameter in the same collective.
+//   finish(). Their slots are NOT zeroed: they hold whatever this rank accumulated into them
+//   since zero_grad (earlier micro-steps of the window; zero when the parameter took no part
+//   in any of them) and are reduced with their bucket, so ranks that used the parameter get
+//   the sum of what every rank accumulated. A parameter unused on every rank keeps a zero
+//   (or accumulated) gradient, and the optimizer still steps it (weight decay, momentum,
+//   Adam moments), unlike torch, whose optimizers skip a parameter whose grad is None.
+//   Policy `error` instead raises an error on EVERY rank (no hang) that names the unused
+//   parameters of every rank ("rank r: name, name"): each rank with unused parameters adds
+//   1 to one extra element reduced with the last bucket, so all ranks learn of any unused
+//   parameter in the same collective, and then gather the names.
 //
 // Cost per synchronising step, P gradient values in B buckets on n ranks: B allreduces of
 // P * dtype_bytes(comm_dtype) bytes in total (ring: 2 (n-1)/n of that per rank on the wire);
@@ -112,8 +118,9 @@ class GradientSync {
   void mark_ready(std::size_t index);
   void mark_ready(const nn::Parameter& p);
   // Launches the buckets not launched yet, waits for all reductions, copies external
-  // gradients out. Returns what happened; throws (on every rank) for unused parameters under
-  // policy `error`, and rethrows a failed reduction.
+  // gradients out. Returns what happened; throws (on every rank, naming every rank's unused
+  // parameters; collective) for unused parameters under policy `error`, and rethrows a
+  // failed reduction.
   SyncReport finish();
   // Ends a synchronisation without launching more buckets (the backward failed): waits for
   // the reductions already in flight and ignores their errors. Peers that launched more

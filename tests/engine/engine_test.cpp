@@ -675,16 +675,22 @@ TEST_F(EngineTest, UnusedParametersRaiseOnEveryRankUnderPolicyError) {
   OwnBuffers own;
   Engine engine(config, comm_);
   engine.register_parameters(own.params());
+  // Rank 0 leaves "b" without a gradient, the last rank (if another) "a": every rank's
+  // message names both.
+  const int last = comm_.size() - 1;
   try {
     engine.backward([&] {
-      engine.grad_ready("a");
+      if (comm_.rank() != last || last == 0) engine.grad_ready("a");
       if (comm_.rank() != 0) engine.grad_ready("b");
     });
     ADD_FAILURE() << "no error on rank " << comm_.rank();
   } catch (const std::runtime_error& e) {
-    if (comm_.rank() == 0) {
-      EXPECT_NE(std::string(e.what()).find(": b."), std::string::npos) << e.what();
-    }
+    const std::string what = e.what();
+    const std::string expected =
+        last == 0 ? "1 rank(s) have parameters that received no gradient in this backward: rank 0: b."
+                  : "2 rank(s) have parameters that received no gradient in this backward: rank 0: b; "
+                    "rank " + std::to_string(last) + ": a.";
+    EXPECT_NE(what.find(expected), std::string::npos) << what;
   }
 }
 
