@@ -19,10 +19,14 @@
 namespace mpitrain {
 
 // What gradient synchronisation does with a parameter that received no gradient in a
-// synchronising backward (see engine/gradient_sync.hpp).
+// synchronising backward (see engine/gradient_sync.hpp). Neither policy hangs.
 enum class UnusedParameterPolicy : std::uint8_t {
-  zero,   // reduce whatever its slot holds (zero unless earlier micro-steps accumulated)
-  error,  // raise an error naming the parameters, on every rank
+  // Reduce its gradient slot as it stands, not cleared: what this rank accumulated into it
+  // since zero_grad (earlier micro-steps of the window), zero when nothing. A parameter
+  // unused on every rank is still updated by the optimizer with that gradient (weight
+  // decay, momentum, Adam moments), where torch's optimizers would skip a None gradient.
+  zero,
+  error,  // raise an error on every rank that names every rank's unused parameters
 };
 
 // Returns "zero" or "error".

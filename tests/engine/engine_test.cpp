@@ -694,6 +694,34 @@ TEST_F(EngineTest, UnusedParametersRaiseOnEveryRankUnderPolicyError) {
   }
 }
 
+// Policy zero reduces an unused parameter's slot as it stands, not as zeros: here rank 0
+// accumulated into "b" in the first micro-step and leaves it out of the synchronising one.
+TEST_F(EngineTest, UnusedParametersReduceWhatTheirSlotsAccumulated) {
+  EngineConfig config;
+  config.gradient_accumulation_steps = 2;
+  const float r = static_cast<float>(comm_.rank());
+  OwnBuffers own;
+  Engine engine(config, comm_);
+  engine.register_parameters(own.params());
+  for (int micro = 0; micro < 2; ++micro) {
+    engine.backward([&] {
+      const float s = engine.loss_gradient_scale();
+      for (float& v : own.ga) v += (r + 1.0f) * s;
+      engine.grad_ready("a");
+      if (micro == 0 || comm_.rank() != 0) {
+        for (float& v : own.gb) v += (r + 1.0f) * s;
+        engine.grad_ready("b");
+      }
+    });
+    EXPECT_EQ(engine.sync_gradients(), micro == 1);
+  }
+  const float nf = static_cast<float>(n());
+  // s = 1 / (2 n). a: every rank 2 (r + 1) s, summed: (n + 1) / 2. b: rank 0 only its first
+  // micro-step's 1 s, the others 2 (r + 1) s: (n (n + 1) - 1) / (2 n), 0.5 on one rank.
+  for (float v : own.ga) EXPECT_FLOAT_EQ(v, (nf + 1.0f) / 2.0f);
+  for (float v : own.gb) EXPECT_FLOAT_EQ(v, (nf * (nf + 1.0f) - 1.0f) / (2.0f * nf));
+}
+
 TEST_F(EngineTest, InfiniteGradientsSkipOrFailTheStepAndHoldTheScheduler) {
   for (NanPolicy policy : {NanPolicy::skip, NanPolicy::error}) {
     EngineConfig config;
