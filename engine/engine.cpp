@@ -458,6 +458,7 @@ void Engine::run_backward(const std::function<void()>& body) {
       step_pending_ = true;
       unscaled_ = false;
       grads_finite_ = true;
+      first_non_finite_.clear();
     } else {
       body();
     }
@@ -512,6 +513,8 @@ bool Engine::unscale_and_check() {
   }
   unscaled_ = true;
   grads_finite_ = finite;
+  // Named now, before clip_grad_value can clamp an inf to a finite value.
+  if (!finite) first_non_finite_ = first_non_finite_gradient();
   return finite;
 }
 
@@ -546,6 +549,7 @@ double Engine::clip_grad_norm(double max_norm, double norm_type) {
   if (!std::isfinite(true_norm)) {
     unscaled_ = true;  // the step will be skipped (or fail): the values no longer matter
     grads_finite_ = false;
+    first_non_finite_ = first_non_finite_gradient();  // before clip_grad_value may clamp
     return true_norm;
   }
   // torch: clip_coef = max_norm / (total_norm + 1e-6), applied when below 1. Removing the loss
@@ -596,7 +600,7 @@ bool Engine::step() {
     if (config_.nan_policy == NanPolicy::error) {
       throw std::runtime_error("Engine::step (rank " + std::to_string(comm_.rank()) + "): step " +
                                std::to_string(this_step) + " has inf/NaN gradients, first in '" +
-                               first_non_finite_gradient() +
+                               first_non_finite_ +
                                "' (the same on every rank after synchronisation); "
                                "nan_policy = error");
     }

@@ -203,7 +203,10 @@ class Engine {
   // when the last micro-step did not synchronise.
   double clip_grad_norm(double max_norm, double norm_type = 2.0);
   // Clamps every synchronised gradient to [-clip_value, clip_value] (after removing the
-  // loss scale); does nothing on a non-synchronising micro-step.
+  // loss scale); does nothing on a non-synchronising micro-step. The inf/NaN check of the
+  // step runs before the clamp: a step whose gradients held inf/NaN is still skipped (or,
+  // with nan_policy error, fails naming the first such parameter), although the clamp turned
+  // each inf into +-clip_value (NaN stays NaN).
   void clip_grad_value(double clip_value);
   // After a synchronising backward: removes the loss scale, checks for inf/NaN, steps the
   // optimizer (and the scheduler) unless the step is skipped, counts the step. Returns true
@@ -386,7 +389,9 @@ class Engine {
   std::vector<std::span<float>> gradient_spans();
   void idle_stream() const;  // the stream is idle: the calling thread may use comm_
   void zero_all_gradients();  // zero_grad() without the sync-step condition
-  std::string first_non_finite_gradient();  // name, in registration order
+  // Returns the name of the first parameter (registration order) whose gradient holds
+  // inf/NaN now, or "?".
+  std::string first_non_finite_gradient();
   // Throws std::logic_error naming `who` unless the engine stands between optimizer steps.
   void require_step_boundary(std::string_view who) const;
   template <class T> std::vector<T> gather_impl(std::span<const T> values, DType type) const;
@@ -422,6 +427,9 @@ class Engine {
   bool step_pending_ = false;    // a synchronising backward ran since the last step()
   bool unscaled_ = false;        // the loss scale was removed / gradients checked this step
   bool grads_finite_ = true;
+  // The first parameter (registration order) whose synchronised gradient was not finite
+  // when unscale_and_check() or clip_grad_norm() found one, before any clamping.
+  std::string first_non_finite_;
   bool last_step_skipped_ = false;  // the last synchronising step() skipped the optimizer
   std::optional<LossScaler> scaler_;  // mixed_precision fp16; its scale changes only in step()
   BackwardTimings timings_;

@@ -762,6 +762,44 @@ TEST_F(EngineTest, InfiniteGradientsSkipOrFailTheStepAndHoldTheScheduler) {
   }
 }
 
+// clip_grad_value clamps inf to +-c; the step must still be skipped, and the error must name
+// the first parameter that WAS non-finite ("a": inf, clamped to 1), not the first that still
+// is ("b": NaN) nor "?". The same after clip_grad_norm found the norm non-finite.
+TEST_F(EngineTest, ClippingDoesNotHideTheFirstNonFiniteGradient) {
+  for (bool norm_first : {false, true}) {
+    for (NanPolicy policy : {NanPolicy::skip, NanPolicy::error}) {
+      EngineConfig config;
+      config.nan_policy = policy;
+      OwnBuffers own;
+      Engine engine(config, comm_);
+      engine.register_parameters(own.params());
+      int scheduler_steps = 0;
+      engine.set_scheduler_step([&] { ++scheduler_steps; });
+      engine.backward([&] {
+        own.ga.assign(5, std::numeric_limits<float>::infinity());
+        own.gb.assign(3, std::numeric_limits<float>::quiet_NaN());
+        engine.grad_ready("b");
+        engine.grad_ready("a");
+      });
+      if (norm_first) {
+        EXPECT_FALSE(std::isfinite(engine.clip_grad_norm(1.0)));
+      }
+      engine.clip_grad_value(1.0);
+      for (float v : own.ga) EXPECT_EQ(v, 1.0f);  // clamped
+      const std::string what = error_of([&] { EXPECT_FALSE(engine.step()); });
+      if (policy == NanPolicy::error) {
+        EXPECT_NE(what.find("step 0 has inf/NaN gradients, first in 'a'"), std::string::npos)
+            << what;
+      } else {
+        EXPECT_EQ(what, "");
+        EXPECT_TRUE(engine.optimizer_step_was_skipped());
+        EXPECT_EQ(engine.state().skipped_steps, 1u);
+      }
+      EXPECT_EQ(scheduler_steps, 0);
+    }
+  }
+}
+
 TEST_F(EngineTest, SchedulerAdvancesOnlyWhenTheOptimizerSteps) {
   const std::size_t k = 3;
   auto ds = synthetic(2 * k * n() * 2);
