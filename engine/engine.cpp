@@ -299,6 +299,11 @@ void Engine::install_random_streams() {
   for (auto& [path, stream] : model_->random_streams()) *stream = process_rng(purpose++);
 }
 
+void Engine::set_seed(std::uint64_t seed) {
+  config_.seed = seed;
+  install_random_streams();
+}
+
 void Engine::prepare(nn::Module& model, nn::Optimizer& optimizer, data::DataLoader& loader,
                      nn::LrScheduler* scheduler) {
   prepare(model, optimizer);

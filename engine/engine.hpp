@@ -132,8 +132,8 @@ class Engine {
   // skips its input gradient (set_requires_input_grad(false)); set_precision(mixed_precision)
   // is applied; the model's random streams (Module::random_streams: dropout) are replaced by
   // process_rng(1), process_rng(2), ... in order, so every rank draws its own masks,
-  // reproducibly. Model and optimizer must outlive the engine (or the next prepare): declare
-  // them before the engine.
+  // reproducibly (set_seed installs them again). Model and optimizer must outlive the engine
+  // (or the next prepare): declare them before the engine.
   void prepare(nn::Module& model, nn::Optimizer& optimizer);
   // Same, plus the training loader (prepare_loader(loader, true)) whose last batch of an
   // epoch ends an accumulation window (sync_with_dataloader), and an optional learning-rate
@@ -255,8 +255,13 @@ class Engine {
   nn::Tensor reduce(const nn::Tensor& t, ReduceOp op = ReduceOp::sum) const;
   double reduce(double value, ReduceOp op = ReduceOp::sum) const;
 
-  // Sets the seed of model_rng() and process_rng().
-  void set_seed(std::uint64_t seed) noexcept { config_.seed = seed; }
+  // Sets the seed of model_rng() and process_rng(). After prepare(), it also re-installs the
+  // prepared model's dropout streams from the new seed (process_rng(1), process_rng(2), ...,
+  // as prepare() does), so the masks drawn next depend only on the seed and the rank: the
+  // same seed gives the same masks again. It does not touch the weights (initialise them
+  // from model_rng() before prepare(), which broadcasts rank 0's), nor a loader's shuffling
+  // seed (DataLoaderOptions::seed).
+  void set_seed(std::uint64_t seed);
   // Returns the same stream on every rank (model initialisation).
   nn::Rng model_rng() const noexcept { return nn::Rng(config_.seed, 0); }
   // Returns a stream of this rank's own, one per `purpose` (dropout, augmentation, ...):

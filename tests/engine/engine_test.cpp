@@ -974,6 +974,50 @@ TEST_F(EngineTest, PrepareGivesEveryRankItsOwnDropoutMasks) {
   EXPECT_EQ(streams[1].second->stream(), engine.process_rng(2).stream());
 }
 
+// set_seed after prepare re-installs the dropout streams: the masks change with the seed,
+// the same seed gives the same masks again, and they equal those of an engine prepared with
+// that seed from the start.
+TEST_F(EngineTest, SetSeedAfterPrepareReseedsTheDropoutStreams) {
+  nn::Tensor x({64, kFeatures});
+  x.fill(1.0f);
+  // Returns the output of a forward pass, whose values depend on the dropout masks (the
+  // weights are the same on every rank and in every model here).
+  auto forward = [&](nn::Sequential& model) {
+    const nn::Tensor y = model.forward(x);
+    return std::vector<float>(y.data(), y.data() + y.numel());
+  };
+  auto dropout_mlp = [] {
+    return nn::make_mlp(kFeatures, kHidden, kClasses, nn::Activation::relu, 0.5f, 7);
+  };
+  nn::Sequential model = dropout_mlp();
+  nn::Sgd opt(model.parameters(), sgd_options());
+  Engine engine(EngineConfig{}, comm_);
+  engine.prepare(model, opt);
+  const std::vector<float> seed0 = forward(model);
+
+  engine.set_seed(21);
+  const auto streams = model.random_streams();
+  ASSERT_EQ(streams.size(), 2u);
+  EXPECT_EQ(streams[0].second->seed(), 21u);
+  EXPECT_EQ(streams[0].second->stream(), engine.process_rng(1).stream());
+  EXPECT_EQ(streams[1].second->stream(), engine.process_rng(2).stream());
+  const std::vector<float> seed21 = forward(model);
+  EXPECT_FALSE(same_bits(seed21, seed0));
+  engine.set_seed(21);
+  EXPECT_TRUE(same_bits(forward(model), seed21)) << "the same seed, other masks";
+  if (comm_.size() > 1) {
+    EXPECT_FALSE(identical_on_all_ranks(comm_, seed21));  // still one stream per rank
+  }
+
+  EngineConfig config;
+  config.seed = 21;
+  nn::Sequential fresh = dropout_mlp();
+  nn::Sgd fresh_opt(fresh.parameters(), sgd_options());
+  Engine fresh_engine(config, comm_);
+  fresh_engine.prepare(fresh, fresh_opt);
+  EXPECT_TRUE(same_bits(forward(fresh), seed21));
+}
+
 // ---- state -------------------------------------------------------------------------------------------------
 
 TEST_F(EngineTest, CountersFollowTheRunAndCanBeRestored) {
