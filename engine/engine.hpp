@@ -106,6 +106,12 @@ struct BackwardTimings {
 class Engine {
  public:
   // Validates `config` (std::invalid_argument naming the key). `comm` must outlive the engine.
+  // Sets the process-wide OpenBLAS thread count (nn::set_blas_threads; OpenBLAS has one pool
+  // per process, so this affects every GEMM of the process, inside the engine or not) to
+  // config.blas_threads, or when that is 0 to the node's hardware threads divided by the
+  // ranks on the node (at least 1). To keep a count of your own, put it in
+  // config.blas_threads, or call nn::set_blas_threads after constructing the engine (nothing
+  // in the engine sets it again).
   Engine(EngineConfig config, const Communicator& comm);
   ~Engine();
   Engine(const Engine&) = delete;
