@@ -729,6 +729,8 @@ TEST_F(EngineTest, InfiniteGradientsSkipOrFailTheStepAndHoldTheScheduler) {
     OwnBuffers own;
     Engine engine(config, comm_);
     engine.register_parameters(own.params());
+    int scheduler_steps = 0;
+    engine.set_scheduler_step([&] { ++scheduler_steps; });
     auto backward = [&](float value) {
       engine.backward([&] {
         own.ga.assign(5, value);
@@ -740,6 +742,7 @@ TEST_F(EngineTest, InfiniteGradientsSkipOrFailTheStepAndHoldTheScheduler) {
     backward(1.0f);
     EXPECT_TRUE(engine.step());
     EXPECT_FALSE(engine.optimizer_step_was_skipped());
+    EXPECT_EQ(scheduler_steps, 1);
     engine.zero_grad();
     backward(std::numeric_limits<float>::infinity());
     if (policy == NanPolicy::skip) {
@@ -757,8 +760,10 @@ TEST_F(EngineTest, InfiniteGradientsSkipOrFailTheStepAndHoldTheScheduler) {
       EXPECT_NE(message.find("step 1 has inf/NaN gradients, first in 'a'"), std::string::npos) << message;
     }
     EXPECT_EQ(engine.step_count(), 2u);  // a skipped step still counts
+    EXPECT_EQ(scheduler_steps, 1) << "the scheduler moved on a skipped/failed step";
     EXPECT_FALSE(engine.step());         // at most one step per synchronisation
     EXPECT_TRUE(engine.optimizer_step_was_skipped());  // unchanged by a non-synchronising call
+    EXPECT_EQ(scheduler_steps, 1);
   }
 }
 
