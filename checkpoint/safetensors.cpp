@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -72,8 +73,12 @@ void write_safetensors(const std::filesystem::path& file,
 }
 
 SafetensorsContents read_safetensors(const std::filesystem::path& file) {
+  errno = 0;
   std::ifstream in(file, std::ios::binary);
-  if (!in) bad(file, "cannot be opened");
+  if (!in) {
+    bad(file, std::string("cannot be opened: ") +
+                  (errno != 0 ? std::strerror(errno) : "unknown cause"));
+  }
   in.seekg(0, std::ios::end);
   const std::uint64_t file_bytes = static_cast<std::uint64_t>(in.tellg());
   in.seekg(0);

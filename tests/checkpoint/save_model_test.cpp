@@ -139,6 +139,15 @@ TEST(SaveModel, SafetensorsHeaderFollowsTheSpecification) {
   std::memcpy(huge.data(), &too_long, 8);
   expect_refused(huge, "exceeds the file");
   expect_refused(blob + "xxxx", "no tensor covers");
+  // A file that cannot be opened: the error names the cause.
+  try {
+    (void)read_safetensors(dir.path() / "missing.safetensors");
+    ADD_FAILURE() << "read a missing file";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be opened: No such file or directory"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(SaveModel, RefusesDuplicateNamesAndUnknownFormats) {
