@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,7 +46,8 @@ constexpr double kDefaultPeerWaitS = 30.0;
 constexpr const char* kAllSkippedMarker = "[  SKIPPED ] every test of this run was skipped";
 
 // Returns the seconds a failing rank waits for its peers: MPITRAIN_TEST_PEER_WAIT_S when set
-// to a positive number, kDefaultPeerWaitS otherwise (with a warning when set but unusable).
+// to a positive number (at most 1e6 s, about 11 days, so that the deadline cannot overflow),
+// kDefaultPeerWaitS otherwise (with a warning when set but unusable).
 double peer_wait_seconds(int rank) {
   const char* text = std::getenv("MPITRAIN_TEST_PEER_WAIT_S");
   if (text == nullptr || *text == '\0') return kDefaultPeerWaitS;
@@ -58,7 +60,7 @@ double peer_wait_seconds(int rank) {
                  rank, text, kDefaultPeerWaitS);
     return kDefaultPeerWaitS;
   }
-  return seconds;
+  return std::min(seconds, 1e6);
 }
 
 // The harness's own duplicate of MPI_COMM_WORLD, freed before MpiRuntime finalises MPI.
