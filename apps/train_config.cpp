@@ -149,6 +149,7 @@ std::vector<std::string> children_of(const std::string& prefix) {
 }
 
 using Values = std::map<std::string, YAML::Node>;
+using Origins = std::map<std::string, std::string>;
 
 void unknown_key(const Origin& at, const std::string& prefix, const std::string& name) {
   const std::string suggestion = closest_name(name, children_of(prefix));
@@ -158,27 +159,29 @@ void unknown_key(const Origin& at, const std::string& prefix, const std::string&
 }
 
 void read_mapping(const std::string& file, const YAML::Node& map, const std::string& prefix,
-                  Values& values) {
+                  Values& values, Origins& origins) {
   for (const auto& entry : map) {
     const Origin at = origin_of(file, entry.first);
     if (!entry.first.IsScalar()) throw ConfigError(at.where + ": keys must be plain names");
     const std::string name = entry.first.Scalar();
     const std::string path = join(prefix, name);
     if (const KeySpec* k = find_key(path)) {
-      values[path] = validate(*k, entry.second, origin_of(file, entry.second));
+      const Origin value_at = origin_of(file, entry.second);
+      values[path] = validate(*k, entry.second, value_at);
+      origins[path] = value_at.where;
     } else if (is_section(path)) {
       if (is_null(entry.second)) continue;  // an empty section keeps its defaults
       if (!entry.second.IsMap()) {
         fail(origin_of(file, entry.second), path, "expected a mapping, got " + describe(entry.second));
       }
-      read_mapping(file, entry.second, path, values);
+      read_mapping(file, entry.second, path, values, origins);
     } else {
       unknown_key(at, prefix, name);
     }
   }
 }
 
-void apply_override(const std::string& text, Values& values) {
+void apply_override(const std::string& text, Values& values, Origins& origins) {
   const Origin at{"--set " + text};
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -202,6 +205,7 @@ void apply_override(const std::string& text, Values& values) {
     fail(at, path, std::string("not a YAML value: ") + e.what());
   }
   values[path] = validate(*k, value, at);
+  origins[path] = at.where;
 }
 
 std::optional<std::string> opt_string(const Values& v, const std::string& key) {
@@ -258,8 +262,14 @@ std::string render(const Values* values) {
 
 std::string default_config_yaml() { return render(nullptr); }
 
+std::string TrainConfig::origin(const std::string& key) const {
+  const auto it = origins.find(key);
+  return it != origins.end() ? it->second : source;
+}
+
 TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
   Values v;
+  Origins origins;
   for (const KeySpec& k : config_schema()) {
     v[std::string(k.path)] = validate(k, YAML::Load(std::string(k.default_yaml)), {"defaults"});
   }
@@ -275,12 +285,14 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
     }
     if (!root.IsNull()) {
       if (!root.IsMap()) throw ConfigError(path + ": the config must be a mapping of keys");
-      read_mapping(path, root, "", v);
+      read_mapping(path, root, "", v, origins);
     }
   }
-  for (const std::string& o : overrides) apply_override(o, v);
+  for (const std::string& o : overrides) apply_override(o, v, origins);
 
   TrainConfig c;
+  c.origins = origins;
+  c.source = path.empty() ? std::string("config") : path;
   c.seed = v.at("seed").as<std::int64_t>();
   c.model.kind = v.at("model.kind").as<std::string>();
   c.model.hidden = v.at("model.hidden").as<std::vector<std::int64_t>>();
@@ -354,6 +366,12 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
   if (c.project.resume == "latest" && !c.project.automatic_checkpoint_naming) {
     throw ConfigError(where + ": project.resume: latest needs project.automatic_checkpoint_naming: "
                       "true (name the checkpoint folder to resume from instead)");
+  }
+  if (c.project.total_limit && !c.project.automatic_checkpoint_naming) {
+    // step_<S> folders are the user's to keep: the library deletes automatic ones only.
+    throw ConfigError(c.origin("project.total_limit") +
+                      ": project.total_limit: needs project.automatic_checkpoint_naming: true "
+                      "(checkpoints/step_<S> folders are never deleted); unset one of the two");
   }
   c.yaml = render(&v);
   return c;

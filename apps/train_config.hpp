@@ -6,6 +6,7 @@
 // ("run.yaml:12:5" or "--set training.epochs=abc"); the trainer exits 2 on them.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -80,6 +81,15 @@ struct TrainConfig {
 
   // The effective configuration as YAML (every key, defaults filled in): what the run used.
   std::string yaml;
+  // Where each key's value was set: "run.yaml:12:5" or "--set key.path=value"; keys left at
+  // their defaults are absent.
+  std::map<std::string, std::string> origins;
+  // The config file, or "config" when there is none.
+  std::string source = "config";
+
+  // Returns where `key` was set, to start an error message found after loading (a check
+  // that needs the data or the checkpoint folder): its origin, or `source` for a default.
+  std::string origin(const std::string& key) const;
 };
 
 // Returns the configuration of `path` (empty: defaults only) with `overrides` ("a.b=v",

@@ -140,6 +140,29 @@ TEST(TrainConfig, CrossKeyChecks) {
   EXPECT_NE(error_of("/nonexistent/run.yaml").find("cannot open"), std::string::npos);
 }
 
+TEST(TrainConfig, TotalLimitNeedsAutomaticNamingNamingTheLine) {
+  const std::string path =
+      write_yaml("project:\n  automatic_checkpoint_naming: false\n  total_limit: 3\n");
+  const std::string msg = error_of(path);
+  EXPECT_NE(msg.find(path + ":3:16: project.total_limit: needs project.automatic_checkpoint_naming: true"),
+            std::string::npos)
+      << msg;
+  const std::string set = error_of("", {"project.automatic_checkpoint_naming=false", "project.total_limit=2"});
+  EXPECT_NE(set.find("--set project.total_limit=2: project.total_limit"), std::string::npos) << set;
+  EXPECT_EQ(error_of("", {"project.automatic_checkpoint_naming=false"}), "");
+  EXPECT_EQ(error_of("", {"project.total_limit=2"}), "");
+}
+
+TEST(TrainConfig, OriginsNameWhereEachKeyWasSet) {
+  const std::string path = write_yaml("seed: 1\nproject:\n  resume: latest\n");
+  const TrainConfig c = load_config(path, {"training.epochs=3", "seed=2"});
+  EXPECT_EQ(c.origin("project.resume"), path + ":3:11");
+  EXPECT_EQ(c.origin("training.epochs"), "--set training.epochs=3");
+  EXPECT_EQ(c.origin("seed"), "--set seed=2");  // the last setting wins
+  EXPECT_EQ(c.origin("project.dir"), path);      // a default: the file
+  EXPECT_EQ(load_config("", {}).origin("project.dir"), "config");
+}
+
 TEST(TrainConfig, EffectiveYamlRoundTrips) {
   const TrainConfig c = load_config("", {"training.max_steps=10", "project.resume=latest"});
   const TrainConfig again = load_config(write_yaml(c.yaml), {});
