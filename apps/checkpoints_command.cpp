@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint_folders.hpp"
 #include "mpitrain/checkpoint/checkpoint_layout.hpp"
 #include "mpitrain/checkpoint/checkpoint_manager.hpp"
 #include "mpitrain/checkpoint/manifest.hpp"
@@ -25,14 +26,15 @@ fs::path checkpoints_folder(const fs::path& dir) {
 
 int list_checkpoints_command(const fs::path& dir, std::FILE* out, std::FILE* err) {
   if (!fs::is_directory(dir)) {
-    std::fprintf(err, "trainer checkpoints list: '%s' is not a folder\n", dir.c_str());
-    return 1;
+    std::fprintf(err, "trainer checkpoints list: '%s' %s\n", dir.c_str(),
+                 fs::exists(dir) ? "is not a folder" : "does not exist");
+    return 2;
   }
   const fs::path folder = checkpoints_folder(dir);
-  const std::vector<checkpoint::CheckpointInfo> all = checkpoint::list_checkpoints(folder);
+  const std::vector<CheckpointFolder> all = committed_checkpoint_folders(folder);
   std::fprintf(out, "# %s: %zu committed checkpoint%s\n", folder.c_str(), all.size(), all.size() == 1 ? "" : "s");
   std::fprintf(out, "# %-18s %10s %7s %6s %-21s %14s\n", "name", "step", "epoch", "ranks", "created", "bytes");
-  for (const checkpoint::CheckpointInfo& info : all) {
+  for (const CheckpointFolder& info : all) {
     try {
       const checkpoint::Manifest m = checkpoint::read_manifest(info.dir);
       std::uint64_t bytes = 0;
@@ -47,11 +49,17 @@ int list_checkpoints_command(const fs::path& dir, std::FILE* out, std::FILE* err
   }
   for (const auto& entry : fs::directory_iterator(folder)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("checkpoint_", 0) != 0) continue;
-    const bool temp = checkpoint::is_temp_folder_name(name);
-    if (temp || !is_checkpoint_folder(entry.path())) {
-      std::fprintf(out, "  %-18s uncommitted (%s): never loaded, removed when a run starts\n", name.c_str(),
-                   temp ? "an interrupted save" : "no MANIFEST.json");
+    if (!entry.is_directory() || is_checkpoint_folder(entry.path())) continue;
+    if (!name.starts_with("checkpoint_") && !name.starts_with("step_")) continue;
+    if (checkpoint::is_temp_folder_name(name)) {
+      std::fprintf(out, "  %-18s uncommitted (an interrupted save): never loaded, removed when a run starts\n",
+                   name.c_str());
+    } else if (checkpoint::parse_checkpoint_folder_name(name)) {
+      std::fprintf(out, "  %-18s uncommitted (no MANIFEST.json): never loaded, removed when a run starts\n",
+                   name.c_str());
+    } else if (parse_step_folder_name(name)) {
+      // The trainer never leaves one (a save renames a complete folder): someone else's.
+      std::fprintf(out, "  %-18s no MANIFEST.json: never loaded, not removed automatically\n", name.c_str());
     }
   }
   return 0;
@@ -62,14 +70,17 @@ int verify_checkpoints_command(const fs::path& dir, std::FILE* out, std::FILE* e
   if (is_checkpoint_folder(dir)) {
     targets.push_back(dir);
   } else if (fs::is_directory(dir)) {
-    for (const auto& info : checkpoint::list_checkpoints(checkpoints_folder(dir))) targets.push_back(info.dir);
+    for (const CheckpointFolder& f : committed_checkpoint_folders(checkpoints_folder(dir))) {
+      targets.push_back(f.dir);
+    }
     if (targets.empty()) {
       std::fprintf(err, "trainer checkpoints verify: no committed checkpoint in '%s'\n", dir.c_str());
       return 1;
     }
   } else {
-    std::fprintf(err, "trainer checkpoints verify: '%s' is not a folder\n", dir.c_str());
-    return 1;
+    std::fprintf(err, "trainer checkpoints verify: '%s' %s\n", dir.c_str(),
+                 fs::exists(dir) ? "is not a folder" : "does not exist");
+    return 2;
   }
   int failed = 0;
   for (const fs::path& target : targets) {

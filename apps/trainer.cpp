@@ -145,10 +145,20 @@ int main(int argc, char** argv) {
     }
     if (*check) return app::run_self_check(*comm, stdout) == 0 ? 0 : 1;
     if (*checkpoints) {
+      // Rank 0 alone reads the folder; whatever happens there, it reaches the broadcast,
+      // so the other ranks never wait for it, and every rank exits with its code.
       int code = 0;
       if (main_rank) {
-        code = *list ? app::list_checkpoints_command(options.checkpoints_dir, stdout, stderr)
-                     : app::verify_checkpoints_command(options.checkpoints_dir, stdout, stderr);
+        try {
+          code = *list ? app::list_checkpoints_command(options.checkpoints_dir, stdout, stderr)
+                       : app::verify_checkpoints_command(options.checkpoints_dir, stdout, stderr);
+        } catch (const std::exception& e) {
+          std::fflush(stdout);
+          std::fprintf(stderr, "trainer checkpoints %s: %s\n", *list ? "list" : "verify", e.what());
+          code = 1;
+        }
+        std::fflush(stdout);
+        std::fflush(stderr);
       }
       comm->broadcast(std::span<int>(&code, 1), 0);
       return code;

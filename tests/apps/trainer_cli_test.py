@@ -14,7 +14,9 @@ Scenarios:
                    with resume: latest continues at the saved step
   rank_failure     an exception on rank 1 ends the whole job promptly, naming the rank
   hang_watchdog    a rank that stops making progress: the job ends after timeout_s, naming it
-  checkpoints_cli  `trainer checkpoints list|verify` on a project, then on a damaged file
+  checkpoints_cli  `trainer checkpoints list|verify` on a project, then on a damaged file; a
+                   path that does not exist (exit 2) or cannot be examined (exit 1) at 2 ranks:
+                   every rank exits with rank 0's code, the message printed once, no hang
   print_config     `trainer print-config` is a complete, valid config that trains
   env_check        `trainer env` and `trainer check` at 2 ranks
   fashion_mnist    the default run (configs/fashion_mnist_mlp.yaml, make train) reaches 88%
@@ -233,7 +235,18 @@ def scenario_checkpoints_cli(r):
     check("FAILED" in out and "checkpoint_1" in out and "state.h5" in out, out)
     code, out, _ = r.run(1, "checkpoints", "verify", os.path.join(project, "checkpoints", "checkpoint_2"),
                          expect=0)
-    code, out, _ = r.run(1, "checkpoints", "verify", os.path.join(r.work, "nowhere"), expect=1)
+    # At 2 ranks rank 0 alone reads the folder and gives every rank its exit code: a missing
+    # path is bad usage (2), a path that cannot be examined a runtime error (1); either way
+    # the message comes once and no rank is left waiting.
+    for command in ("verify", "list"):
+        code, out, seconds = r.run(2, "checkpoints", command, os.path.join(r.work, "nowhere"),
+                                   timeout=60, expect=2)
+        check(out.count("does not exist") == 1 and "nowhere" in out, out)
+        check("MPI_ABORT" not in out and seconds < 30, f"{seconds:.0f} s\n{out}")
+    too_long = os.path.join(r.work, "x" * 300)  # ENAMETOOLONG: std::filesystem throws on rank 0
+    code, out, seconds = r.run(2, "checkpoints", "list", too_long, timeout=60, expect=1)
+    check(out.count("trainer checkpoints list: ") == 1 and "too long" in out, out)
+    check("MPI_ABORT" not in out and seconds < 30, f"{seconds:.0f} s\n{out}")
 
 
 def scenario_print_config(r):
