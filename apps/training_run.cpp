@@ -11,8 +11,10 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint_folders.hpp"
 #include "datasets_from_config.hpp"
 #include "metrics_log.hpp"
+#include "mpitrain/checkpoint/checkpoint_layout.hpp"
 #include "mpitrain/engine/engine.hpp"
 #include "mpitrain/nn/adamw.hpp"
 #include "mpitrain/nn/cross_entropy_loss.hpp"
@@ -129,6 +131,51 @@ EvalResult evaluate(Engine& engine, nn::Module& model, data::DataLoader& loader)
   return result;
 }
 
+
+// Returns "a, b, c" of the first few names, and how many more there are.
+std::string name_list(const std::vector<std::string>& names) {
+  constexpr std::size_t kShown = 5;
+  std::string text;
+  for (std::size_t i = 0; i < names.size() && i < kShown; ++i) text += (i ? ", " : "") + names[i];
+  if (names.size() > kShown) text += " and " + std::to_string(names.size() - kShown) + " more";
+  return text;
+}
+
+// Returns why a save of this run would find its folder taken, or "" when none would: the
+// checkpoints after the one resumed from (automatic naming continues at its number + 1),
+// or step_<S> folders after the current step (naming off). Checkpoints are never
+// overwritten, so without this check such a run would train and then fail at its first save.
+std::string folders_in_the_way(const TrainConfig& config, const checkpoint::CheckpointManager& manager,
+                               std::int64_t step) {
+  const fs::path dir = manager.checkpoints_dir();
+  std::vector<std::string> names;
+  if (config.project.automatic_checkpoint_naming) {
+    const std::int64_t next = manager.next_iteration();
+    for (const checkpoint::CheckpointInfo& info : manager.list()) {
+      if (info.number >= next) names.push_back(info.dir.filename().string());
+    }
+    if (names.empty()) return "";
+    return config.origin("project.resume") + ": project.resume: " + config.project.resume +
+           " is not the newest checkpoint of " + dir.string() + ": " + name_list(names) +
+           (names.size() == 1 ? " comes" : " come") + " after it, and this run would save " +
+           checkpoint::checkpoint_folder_name(next) +
+           " next (checkpoints are never overwritten). Remove the newer checkpoints to continue "
+           "from this one, or resume from latest";
+  }
+  std::string newest;
+  for (const CheckpointFolder& f : step_folders(dir)) {
+    if (f.number > step) names.push_back(f.dir.filename().string());
+    if (f.committed) newest = f.dir.string();
+  }
+  if (names.empty()) return "";
+  return config.origin("project.automatic_checkpoint_naming") +
+         ": project.automatic_checkpoint_naming: false saves " + (dir / "step_<S>").string() +
+         " for steps after " + std::to_string(step) + ", and " + name_list(names) +
+         (names.size() == 1 ? " exists" : " exist") +
+         " already (checkpoints are never overwritten). Remove " + (names.size() == 1 ? "it" : "them") +
+         ", choose another project.dir" +
+         (newest.empty() ? std::string() : ", or resume from the newest (project.resume: " + newest + ")");
+}
 }  // namespace
 
 TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm,
@@ -204,13 +251,20 @@ TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm
                 static_cast<long long>(total), static_cast<long long>(steps_per_epoch));
   say(line);
 
+  // The checkpoint manager, first: creating it is collective and removes the folders that
+  // interrupted saves left behind, so that happens now rather than at the first save.
+  watchdog.progress("cleaning up the checkpoint folder");
+  const checkpoint::CheckpointManager& manager = engine.checkpoints();
+  for (const fs::path& removed : manager.removed_at_start()) {
+    say(("removed an abandoned checkpoint folder: " + removed.string()).c_str());
+  }
+
   // Resume.
   watchdog.progress("resuming");
   const std::string& resume = config.project.resume;
   if (resume == "latest") {
     double found = 0.0;
-    if (main) found = engine.checkpoints().latest() ? 1.0 : 0.0;
-    else engine.checkpoints();
+    if (main) found = manager.latest() ? 1.0 : 0.0;
     if (engine.reduce(found, ReduceOp::max) > 0.0) {
       engine.load_state();
     } else {
@@ -219,6 +273,10 @@ TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm
   } else if (resume != "none") {
     engine.load_state(fs::path(resume));
   }
+  // Rank 0 looks (every rank sees the same shared folder) and speaks for all.
+  std::string in_the_way;
+  if (main) in_the_way = folders_in_the_way(config, manager, static_cast<std::int64_t>(engine.step_count()));
+  if (engine.reduce(in_the_way.empty() ? 0.0 : 1.0, ReduceOp::max) > 0.0) throw ConfigError(in_the_way);
   if (engine.step_count() > 0 || engine.batches_in_epoch() > 0) {
     std::snprintf(line, sizeof line, "resumed at step %llu (epoch %llu, batch %llu of the epoch)",
                   static_cast<unsigned long long>(engine.step_count()),
@@ -237,7 +295,7 @@ TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm
     const checkpoint::SaveResult r =
         config.project.automatic_checkpoint_naming
             ? engine.save_state()
-            : engine.save_state(project_dir / "checkpoints" / ("step_" + std::to_string(step_of())));
+            : engine.save_state(manager.checkpoints_dir() / step_folder_name(step_of()));
     last_saved = step_of();
     outcome.last_checkpoint = r.dir.string();
     std::snprintf(line, sizeof line, "step %lld: saved %s", static_cast<long long>(step_of()),

@@ -17,6 +17,13 @@ Scenarios:
   checkpoints_cli  `trainer checkpoints list|verify` on a project, then on a damaged file; a
                    path that does not exist (exit 2) or cannot be examined (exit 1) at 2 ranks:
                    every rank exits with rank 0's code, the message printed once, no hang
+  resume_older     project.resume: PATH of a checkpoint with newer ones after it: exit 2 at
+                   start, naming them; once they are removed, the run resumes and saves
+  step_naming      automatic_checkpoint_naming: false: step_<S> folders, listed and verified by
+                   `trainer checkpoints`; total_limit with it is a config error (file:line);
+                   a run whose saves would find step_<S> taken fails at start (exit 2)
+  cleanup_at_start abandoned checkpoint folders are removed when the run starts, before the
+                   first step (a run that fails before any save leaves none behind)
   print_config     `trainer print-config` is a complete, valid config that trains
   env_check        `trainer env` and `trainer check` at 2 ranks
   fashion_mnist    the default run (configs/fashion_mnist_mlp.yaml, make train) reaches 88%
@@ -247,6 +254,93 @@ def scenario_checkpoints_cli(r):
     code, out, seconds = r.run(2, "checkpoints", "list", too_long, timeout=60, expect=1)
     check(out.count("trainer checkpoints list: ") == 1 and "too long" in out, out)
     check("MPI_ABORT" not in out and seconds < 30, f"{seconds:.0f} s\n{out}")
+
+
+def checkpoint_names(project):
+    return sorted(os.listdir(os.path.join(project, "checkpoints")))
+
+
+def scenario_resume_older(r):
+    project = r.project("older")
+    base = SYNTHETIC + [f"project.dir={project}", "training.max_steps=100"]
+    r.run(2, sets=base + ["project.save_every_steps=40"], expect=0)
+    # Saved at steps 40, 80 and at the end of the epoch (94).
+    check(checkpoint_names(project) == ["checkpoint_0", "checkpoint_1", "checkpoint_2"],
+          f"{checkpoint_names(project)}")
+    metrics_before = len(read_metrics(project))
+    older = os.path.join(project, "checkpoints", "checkpoint_0")
+    config = os.path.join(r.work, "older.yaml")
+    with open(config, "w") as f:
+        f.write(f"project:\n  resume: {older}\n")
+    # Without the check, the run would train to the end and then find checkpoint_1 taken.
+    code, out, _ = r.run(2, "--config", config, sets=base, expect=2)
+    check(out.count("is not the newest checkpoint") == 1, "the message must be printed once:\n" + out)
+    check("older.yaml:2:11: project.resume" in out and "checkpoint_1, checkpoint_2 come after it" in out
+          and "resume from latest" in out, out)
+    check(len(read_metrics(project)) == metrics_before, "the refused run must not train")
+    # Removing the newer checkpoints, as the message says, lets the run continue from step 40.
+    for name in ("checkpoint_1", "checkpoint_2"):
+        shutil.rmtree(os.path.join(project, "checkpoints", name))
+    code, out, _ = r.run(2, "--config", config, sets=base, expect=0)
+    check("resumed at step 40" in out, out)
+    check(checkpoint_names(project) == ["checkpoint_0", "checkpoint_1"], f"{checkpoint_names(project)}")
+    with open(os.path.join(project, "checkpoints", "checkpoint_1", "MANIFEST.json")) as f:
+        check(json.load(f)["step"] == 94, "checkpoint_1 must hold step 94")
+
+
+def scenario_step_naming(r):
+    config = os.path.join(r.work, "limit.yaml")
+    with open(config, "w") as f:
+        f.write("project:\n  automatic_checkpoint_naming: false\n  total_limit: 2\n")
+    code, out, _ = r.run(2, "--config", config, sets=SYNTHETIC, expect=2)
+    check(out.count("project.total_limit: needs project.automatic_checkpoint_naming: true") == 1, out)
+    check("limit.yaml:3:16" in out, out)
+
+    project = r.project("steps")
+    base = SYNTHETIC + [f"project.dir={project}", "project.automatic_checkpoint_naming=false",
+                        "training.max_steps=100"]
+    r.run(2, sets=base + ["project.save_every_steps=40"], expect=0)
+    check(checkpoint_names(project) == ["step_40", "step_80", "step_94"], f"{checkpoint_names(project)}")
+    code, out, _ = r.run(2, "checkpoints", "list", project, expect=0)
+    check("3 committed checkpoints" in out and all(f"step_{s}" in out for s in (40, 80, 94)), out)
+    code, out, _ = r.run(2, "checkpoints", "verify", project, expect=0)
+    check(out.count("OK ") == 3 and "step_94 (step 94" in out, out)
+
+    # A fresh run into the same project would save step_40 again: refused at start.
+    metrics_before = len(read_metrics(project))
+    code, out, _ = r.run(2, sets=base + ["project.save_every_steps=40"], expect=2)
+    check(out.count("exist already") == 1 and "step_40, step_80, step_94" in out, out)
+    check("--set project.automatic_checkpoint_naming=false" in out and "step_94)" in out, out)
+    check(len(read_metrics(project)) == metrics_before, "the refused run must not train")
+    # So is resuming from step_40 while step_80 and step_94 exist; the newest resumes.
+    code, out, _ = r.run(2, sets=base + [f"project.resume={project}/checkpoints/step_40"], expect=2)
+    check("step_80, step_94 exist already" in out, out)
+    code, out, _ = r.run(2, sets=base + [f"project.resume={project}/checkpoints/step_80",
+                                         "training.max_steps=90"], expect=2)
+    check("step_94 exists already" in out, out)
+    code, out, _ = r.run(2, sets=base + [f"project.resume={project}/checkpoints/step_94",
+                                         "training.epochs=2", "training.max_steps=150"], expect=0)
+    check("resumed at step 94" in out, out)
+    check(checkpoint_names(project) == ["step_150", "step_40", "step_80", "step_94"],
+          f"{checkpoint_names(project)}")
+
+
+def scenario_cleanup_at_start(r):
+    project = r.project("cleanup")
+    folder = os.path.join(project, "checkpoints")
+    abandoned = ["checkpoint_7.tmp-0123456789abcdef", "checkpoint_9"]  # interrupted, no manifest
+    for name in abandoned:
+        os.makedirs(os.path.join(folder, name))
+    # This run fails at step 3, before any save: the clean-up must not wait for one.
+    code, out, _ = r.run(2, "--inject-fault", "throw@0:3",
+                         sets=SYNTHETIC + [f"project.dir={project}", "training.log_every=1"],
+                         timeout=120)
+    check(code != 0 and "injected fault after step 3" in out, out)
+    check(os.listdir(folder) == [], f"left behind: {os.listdir(folder)}")
+    for name in abandoned:
+        check(f"removed an abandoned checkpoint folder: {os.path.join(folder, name)}" in out, out)
+    check(out.index("removed an abandoned") < out.index(" step 1/"),
+          "the clean-up must come before the first step:\n" + out)
 
 
 def scenario_print_config(r):
