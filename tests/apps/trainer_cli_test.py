@@ -24,6 +24,8 @@ Scenarios:
                    a run whose saves would find step_<S> taken fails at start (exit 2)
   cleanup_at_start abandoned checkpoint folders are removed when the run starts, before the
                    first step (a run that fails before any save leaves none behind)
+  hdf5             1 epoch at 2 ranks on an HDF5 file written with h5py (features and labels
+                   in groups, test set of an odd size): metrics.jsonl rows, finite loss
   print_config     `trainer print-config` is a complete, valid config that trains
   env_check        `trainer env` and `trainer check` at 2 ranks
   fashion_mnist    the default run (configs/fashion_mnist_mlp.yaml, make train) reaches 88%
@@ -33,6 +35,7 @@ Each failure prints the command and its output.
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -341,6 +344,46 @@ def scenario_cleanup_at_start(r):
         check(f"removed an abandoned checkpoint folder: {os.path.join(folder, name)}" in out, out)
     check(out.index("removed an abandoned") < out.index(" step 1/"),
           "the clean-up must come before the first step:\n" + out)
+
+
+def scenario_hdf5(r):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    classes, features = 3, 12
+    centres = rng.normal(0.0, 3.0, size=(classes, features))
+
+    def examples(n):
+        y = rng.integers(0, classes, size=n)
+        x = centres[y] + rng.normal(0.0, 1.0, size=(n, features))
+        return x.astype(np.float32), y.astype(np.int64)
+
+    path = os.path.join(r.work, "blobs.h5")
+    with h5py.File(path, "w") as f:  # contiguous datasets, as data/hdf5_dataset.hpp advises
+        for split, n in (("train", 1000), ("test", 301)):
+            x, y = examples(n)
+            f.create_dataset(f"{split}/x", data=x)
+            f.create_dataset(f"{split}/y", data=y)
+    project = r.project("hdf5")
+    code, out, _ = r.run(2, sets=[
+        "data.kind=hdf5", f"data.train.file={path}", "data.train.features=train/x",
+        "data.train.labels=train/y", f"data.test.file={path}", "data.test.features=test/x",
+        "data.test.labels=test/y", "data.batch_size=16", "model.hidden=[32]", "optimizer.lr=0.01",
+        "training.epochs=1", "training.log_every=10", f"project.dir={project}"], expect=0)
+    # 1000 examples, 16 per rank on 2 ranks: 32 batches per rank (the last one short), 32 steps.
+    rows = read_metrics(project)
+    train = [row for row in rows if "eval" not in row]
+    evals = [row for row in rows if "eval" in row]
+    check(all(list(row) == TRAIN_KEYS for row in train), f"train keys: {train[:2]}")
+    check([row["step"] for row in train] == [10, 20, 30, 32], f"steps {[x['step'] for x in train]}")
+    check(all(math.isfinite(row["loss"]) and row["loss"] > 0 for row in train), f"losses: {train}")
+    check(train[-1]["loss"] < train[0]["loss"], f"the loss did not decrease: {train}")
+    check(len(evals) == 1 and list(evals[0]) == EVAL_KEYS, f"evals: {evals}")
+    check(evals[0]["samples"] == 301 and evals[0]["epoch"] == 0, f"evals: {evals}")
+    check(math.isfinite(evals[0]["loss"]) and evals[0]["accuracy"] > 0.9, f"evals: {evals}")
+    with h5py.File(os.path.join(project, "model.h5"), "r") as f:
+        shapes = {k: f[k].shape for k in f}
+    check(shapes == {"0.weight": (32, features), "0.bias": (32,), "2.weight": (classes, 32),
+                     "2.bias": (classes,)}, f"model.h5: {shapes}")
 
 
 def scenario_print_config(r):
