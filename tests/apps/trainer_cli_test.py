@@ -12,6 +12,9 @@ Scenarios:
                    readable with h5py under PyTorch's names and shapes
   preempt_resume   SIGUSR1 to mpirun and SIGTERM to one rank: checkpoint, exit 0; the next run
                    with resume: latest continues at the saved step
+  sigterm_mpirun   SIGTERM to mpirun itself: Open MPI 4.1 ends the job (SIGCONT to the ranks,
+                   SIGTERM after odls_base_sigkill_timeout = 1 s, SIGKILL 1 s later; mpirun
+                   exits 1); the trainer saves on that SIGTERM, and the next run resumes there
   rank_failure     an exception on rank 1 ends the whole job promptly, naming the rank
   hang_watchdog    a rank that stops making progress: the job ends after timeout_s, naming it
   checkpoints_cli  `trainer checkpoints list|verify` on a project, then on a damaged file; a
@@ -188,6 +191,35 @@ def scenario_preempt_resume(r):
     steps = [row["step"] for row in read_metrics(project) if "eval" not in row]
     check(steps == sorted(steps) and len(set(steps)) == len(steps),
           f"metrics steps must keep increasing across runs: {steps}")
+
+
+def scenario_sigterm_mpirun(r):
+    project = r.project("sigterm")
+    # Few output lines: once signalled, mpirun stops relaying the ranks' output, and a rank
+    # blocked writing a full pipe could not save before the SIGKILL.
+    run = SYNTHETIC + [f"project.dir={project}", "training.epochs=100000", "training.log_every=2000",
+                       "training.eval=false"]
+    proc = subprocess.Popen(r.command(2, sets=run), cwd=r.work, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    out = ""
+    for line in proc.stdout:
+        out += line
+        if line.startswith("epoch ") and " step " in line:
+            break
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out += proc.stdout.read()
+    code = proc.wait(timeout=120)
+    seconds = time.monotonic() - start
+    check(code != 0, f"mpirun ends a job it was told to terminate with a non-zero code, got {code}\n{out}")
+    check(seconds < 30, f"the job took {seconds:.0f} s to end after the signal\n{out}")
+    check(out.count("stop requested (") == 1, out)  # signal 15, or "received by another rank"
+    saved = json.load(open(latest_manifest(project)))["step"]
+    check(f"step {saved}: saved" in out, f"the checkpoint of the stop step (step {saved})\n{out}")
+    code, out, _ = r.run(1, "checkpoints", "verify", project, expect=0)
+    code, out, _ = r.run(2, sets=run + ["project.resume=latest", f"training.max_steps={saved + 10}"],
+                         expect=0)
+    check(f"resumed at step {saved}" in out, out)
 
 
 def latest_manifest(project):
