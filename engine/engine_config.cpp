@@ -38,6 +38,15 @@ std::string exact(double v) {
 
 std::string boolean(bool b) { return b ? "true" : "false"; }
 
+// Returns the trainer's spelling of a gradient wire type (fp32, bf16, fp16).
+std::string wire_name(DType type) {
+  switch (type) {
+    case DType::f32: return "fp32";
+    case DType::f16: return "fp16";
+    default: return std::string(to_string(type));
+  }
+}
+
 std::size_t mb_to_bytes(double mb) {
   // At least 4 bytes, so a bucket always holds one value of any wire type.
   const double bytes = std::floor(mb * 1024.0 * 1024.0);
@@ -121,7 +130,7 @@ std::vector<std::pair<std::string, std::string>> EngineConfig::cross_rank_settin
       {"distributed.bucket_cap_mb", exact(bucket_cap_mb)},
       {"distributed.first_bucket_mb", exact(first_bucket_mb)},
       {"distributed.overlap", boolean(overlap)},
-      {"distributed.grad_comm_dtype", std::string(to_string(grad_comm_dtype))},
+      {"distributed.grad_comm_dtype", wire_name(grad_comm_dtype)},
       {"distributed.allreduce_algorithm", std::string(to_string(allreduce_algorithm))},
       {"distributed.unused_parameters", std::string(to_string(unused_parameters))},
       {"data.split_batches", boolean(split_batches)},

@@ -89,10 +89,11 @@ struct EngineConfig {
   // pairs in a fixed order: those that decide the bucket layout, which collectives a step
   // issues and when (accumulation, sync_with_dataloader, the loader sharding, overlap, wire
   // type, algorithm, unused_parameters, nan_policy), or how gradients are scaled
-  // (mixed_precision and, with fp16, the loss scaler). Numbers are written exactly (shortest
-  // round-trip form), so two values differ exactly when their texts do. Engine::prepare
-  // compares them across ranks. Not included, as ranks may differ in them without breaking
-  // the collectives: seed (rank 0's weights are broadcast), blas_threads, project.
+  // (mixed_precision and, with fp16, the loss scaler). Values are spelt as the trainer's
+  // config spells them; numbers exactly (shortest round-trip form), so two values differ
+  // exactly when their texts do. Engine::prepare compares them across ranks. Not included,
+  // as ranks may differ in them without breaking the collectives: seed (rank 0's weights
+  // are broadcast), blas_threads, project.
   std::vector<std::pair<std::string, std::string>> cross_rank_settings() const;
 };
 

@@ -598,7 +598,7 @@ TEST_F(EngineTest, SettingsThatDifferAcrossRanksAreReportedOnEveryRank) {
        "1", "1.0000001"},
       {"distributed.overlap", [](EngineConfig& c) { c.overlap = false; }, "true", "false"},
       {"distributed.grad_comm_dtype", [](EngineConfig& c) { c.grad_comm_dtype = DType::bf16; },
-       "f32", "bf16"},
+       "fp32", "bf16"},
       {"distributed.allreduce_algorithm",
        [](EngineConfig& c) { c.allreduce_algorithm = AllreduceAlgorithm::ring; }, "default", "ring"},
       {"distributed.unused_parameters",
