@@ -131,7 +131,6 @@ EvalResult evaluate(Engine& engine, nn::Module& model, data::DataLoader& loader)
   return result;
 }
 
-
 // Returns "a, b, c" of the first few names, and how many more there are.
 std::string name_list(const std::vector<std::string>& names) {
   constexpr std::size_t kShown = 5;
@@ -176,6 +175,7 @@ std::string folders_in_the_way(const TrainConfig& config, const checkpoint::Chec
          ", choose another project.dir" +
          (newest.empty() ? std::string() : ", or resume from the newest (project.resume: " + newest + ")");
 }
+
 }  // namespace
 
 TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm,

@@ -6,6 +6,12 @@
 // project.save_every_steps steps and at the end, and a clean stop on SIGTERM/SIGUSR1
 // (finish the step, save, return).
 //
+// Checkpoint folder at start, before the first step: abandoned temporary folders are removed
+// (the checkpoint manager is created then), and a run whose saves would find their folder
+// taken throws ConfigError (exit 2): checkpoints newer than the one resumed from (automatic
+// naming continues at its number + 1), or step_<S> folders beyond the current step
+// (automatic_checkpoint_naming: false). Checkpoints are never overwritten.
+//
 // Length of the run: steps_per_epoch = ceil(batches per rank / gradient_accumulation_steps)
 // (the loader's last batch ends an accumulation window); total = epochs * steps_per_epoch,
 // or max_steps when that is smaller. The scheduler is sized by that total.
