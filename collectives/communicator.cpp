@@ -645,6 +645,27 @@ void Communicator::allgatherv(const void* send, std::size_t send_count, void* re
   }
 }
 
+std::vector<std::string> Communicator::allgather_strings(std::string_view text) const {
+  const std::vector<std::int64_t> lengths =
+      allgather_value<std::int64_t>(static_cast<std::int64_t>(text.size()));
+  std::vector<std::size_t> counts;
+  std::size_t total = 0;
+  for (std::int64_t len : lengths) {
+    counts.push_back(static_cast<std::size_t>(len));
+    total += static_cast<std::size_t>(len);
+  }
+  std::string all(total, '\0');
+  allgatherv(text.data(), text.size(), all.data(), counts, DType::u8);
+  std::vector<std::string> out;
+  out.reserve(counts.size());
+  std::size_t at = 0;
+  for (std::size_t c : counts) {
+    out.push_back(all.substr(at, c));
+    at += c;
+  }
+  return out;
+}
+
 void Communicator::gather(const void* send, void* recv, std::size_t send_count, DType type,
                           int root) const {
   ++issued_;

@@ -234,6 +234,10 @@ class Communicator {
     return out;
   }
 
+  // Returns every rank's `text`, indexed by rank (texts of any length, empty included): one
+  // allgather of the lengths and one allgatherv of the bytes. Collective.
+  std::vector<std::string> allgather_strings(std::string_view text) const;
+
  private:
   // The blocking allreduce without counting it in collectives_issued().
   void allreduce_uncounted(const void* send, void* recv, std::size_t count, DType type,

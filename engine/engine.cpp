@@ -55,28 +55,6 @@ std::string describe(const std::vector<nn::Parameter*>& params) {
   return out;
 }
 
-// Returns every rank's `text`, indexed by rank: one allgather of the lengths and one
-// allgatherv of the bytes. Collective.
-std::vector<std::string> allgather_text(const Communicator& comm, std::string_view text) {
-  const std::vector<std::int64_t> lengths =
-      comm.allgather_value<std::int64_t>(static_cast<std::int64_t>(text.size()));
-  std::vector<std::size_t> counts;
-  std::size_t total = 0;
-  for (std::int64_t len : lengths) {
-    counts.push_back(static_cast<std::size_t>(len));
-    total += static_cast<std::size_t>(len);
-  }
-  std::string all(total, '\0');
-  comm.allgatherv(text.data(), text.size(), all.data(), counts, DType::u8);
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  for (std::size_t c : counts) {
-    out.push_back(all.substr(at, c));
-    at += c;
-  }
-  return out;
-}
-
 // "key\tvalue" lines of the settings every rank must share.
 std::string describe_settings(const EngineConfig& config) {
   std::string out;
@@ -159,7 +137,7 @@ void Engine::agree_across_ranks(std::string_view who, const std::string& descrip
   bool any_error = false;
   for (std::size_t r = 0; r < all.size(); r += mine.size()) any_error = any_error || all[r] != 0;
   if (any_error) {
-    const std::vector<std::string> errors = allgather_text(comm_, local_error);
+    const std::vector<std::string> errors = comm_.allgather_strings(local_error);
     std::string failing;
     std::string causes;
     for (std::size_t r = 0; r < errors.size(); ++r) {
@@ -173,7 +151,7 @@ void Engine::agree_across_ranks(std::string_view who, const std::string& descrip
 
   // 2. The engine settings differ: name the first differing key, the ranks and the values.
   if (differs(1)) {
-    const std::vector<std::string> texts = allgather_text(comm_, settings);
+    const std::vector<std::string> texts = comm_.allgather_strings(settings);
     std::vector<std::vector<ParamLine>> lists;
     for (const std::string& t : texts) lists.push_back(parse_description(t));
     for (std::size_t i = 0; i < lists[0].size(); ++i) {
@@ -207,7 +185,7 @@ void Engine::agree_across_ranks(std::string_view who, const std::string& descrip
 
   // 3. The parameter lists differ: name the first differing parameter.
   if (!differs(2)) return;
-  const std::vector<std::string> texts = allgather_text(comm_, description);
+  const std::vector<std::string> texts = comm_.allgather_strings(description);
   std::vector<std::vector<ParamLine>> lists;
   for (const std::string& t : texts) lists.push_back(parse_description(t));
   std::size_t longest = 0;

@@ -42,28 +42,6 @@ void* allocate(std::size_t bytes) {
   return p;
 }
 
-// Returns every rank's `text`, indexed by rank: one allgather of the lengths and one
-// allgatherv of the bytes. Collective; the stream must be idle.
-std::vector<std::string> allgather_text(const Communicator& comm, std::string_view text) {
-  const std::vector<std::int64_t> lengths =
-      comm.allgather_value<std::int64_t>(static_cast<std::int64_t>(text.size()));
-  std::vector<std::size_t> counts;
-  std::size_t total = 0;
-  for (std::int64_t len : lengths) {
-    counts.push_back(static_cast<std::size_t>(len));
-    total += static_cast<std::size_t>(len);
-  }
-  std::string all(total, '\0');
-  comm.allgatherv(text.data(), text.size(), all.data(), counts, DType::u8);
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  for (std::size_t c : counts) {
-    out.push_back(all.substr(at, c));
-    at += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 void GradientSync::FreeDeleter::operator()(void* p) const noexcept { std::free(p); }
@@ -297,7 +275,7 @@ SyncReport GradientSync::finish() {
     std::string mine;
     for (const std::string& n : report.unused_names) mine += (mine.empty() ? "" : ", ") + n;
     const std::vector<std::string> all =
-        comm_.size() > 1 ? allgather_text(comm_, mine) : std::vector<std::string>{mine};
+        comm_.size() > 1 ? comm_.allgather_strings(mine) : std::vector<std::string>{mine};
     std::string listed;
     for (std::size_t r = 0; r < all.size(); ++r) {
       if (all[r].empty()) continue;

@@ -363,6 +363,24 @@ TEST_F(CommunicatorTest, AllgathervUnevenCountsIncludingZero) {
   }
 }
 
+TEST_F(CommunicatorTest, AllgatherStringsReturnsEveryRanksTextInRankOrder) {
+  // Rank r sends r copies of the letter 'a' + r, then "|r" (rank 0: "|0"); in a second call
+  // the odd ranks send an empty text, so zero lengths sit next to non-zero ones.
+  auto text_of = [](int r) {
+    return std::string(static_cast<std::size_t>(r), static_cast<char>('a' + r)) + "|" +
+           std::to_string(r);
+  };
+  const std::vector<std::string> all = comm_.allgather_strings(text_of(rank()));
+  ASSERT_EQ(all.size(), n());
+  for (std::size_t r = 0; r < n(); ++r) EXPECT_EQ(all[r], text_of(static_cast<int>(r)));
+  const std::string mine = rank() % 2 == 1 ? std::string() : text_of(rank());
+  const std::vector<std::string> some = comm_.allgather_strings(mine);
+  ASSERT_EQ(some.size(), n());
+  for (std::size_t r = 0; r < n(); ++r) {
+    EXPECT_EQ(some[r], r % 2 == 1 ? std::string() : text_of(static_cast<int>(r)));
+  }
+}
+
 TEST_F(CommunicatorTest, GatherToEveryRoot) {
   for (DType t : kAllTypes) {
     for (std::size_t count : counts_with_large()) {
