@@ -51,9 +51,12 @@ int list_checkpoints_command(const fs::path& dir, std::FILE* out, std::FILE* err
     const std::string name = entry.path().filename().string();
     if (!entry.is_directory() || is_checkpoint_folder(entry.path())) continue;
     if (!name.starts_with("checkpoint_") && !name.starts_with("step_")) continue;
-    if (checkpoint::is_temp_folder_name(name)) {
+    if (checkpoint::is_commit_temp_folder_name(name)) {
       std::fprintf(out, "  %-18s uncommitted (an interrupted save): never loaded, removed when a run starts\n",
                    name.c_str());
+    } else if (checkpoint::is_temp_folder_name(name)) {
+      // Named like a temporary folder, but not as this library names them: someone else's.
+      std::fprintf(out, "  %-18s temporary: never loaded, not removed automatically\n", name.c_str());
     } else if (checkpoint::parse_checkpoint_folder_name(name)) {
       std::fprintf(out, "  %-18s uncommitted (no MANIFEST.json): never loaded, removed when a run starts\n",
                    name.c_str());

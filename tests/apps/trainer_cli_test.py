@@ -269,9 +269,14 @@ def scenario_checkpoints_cli(r):
     check("3 committed checkpoints" in out and "checkpoint_2" in out, out)
     code, out, _ = r.run(1, "checkpoints", "verify", project, expect=0)
     check(out.count("OK ") == 3, out)
-    os.makedirs(os.path.join(project, "checkpoints", "checkpoint_7.tmp-1234"))
+    # An interrupted save's folder, and one only named like it (not removed at start).
+    os.makedirs(os.path.join(project, "checkpoints", "checkpoint_7.tmp-0123456789abcdef"))
+    os.makedirs(os.path.join(project, "checkpoints", "checkpoint_8.tmp-1234"))
     code, out, _ = r.run(1, "checkpoints", "list", project, expect=0)
-    check("checkpoint_7.tmp-1234" in out and "uncommitted" in out, out)
+    lines = out.splitlines()
+    check(any("checkpoint_7.tmp-0123456789abcdef" in l and "removed when a run starts" in l
+              for l in lines), out)
+    check(any("checkpoint_8.tmp-1234" in l and "not removed automatically" in l for l in lines), out)
     state = os.path.join(project, "checkpoints", "checkpoint_1", "state.h5")
     with open(state, "r+b") as f:
         f.seek(os.path.getsize(state) // 2)
