@@ -325,12 +325,13 @@ class Engine {
   // Collective: loads checkpoint folder `dir`. All-or-nothing: every file is verified against
   // its manifest before HDF5 reads it, every name and shape is checked, and on any error, on
   // any rank, every rank throws and the running state is left exactly as it was (objects
-  // registered for checkpointing are restored last and each is responsible for its own
-  // atomicity). A checkpoint saved by N ranks loads on M: the replicated state is the same;
-  // a rank beyond the saved world size derives its random streams from the seed and its
-  // rank, and the loader position is converted by examples seen (both with a warning, which
-  // the main process also prints to stderr). The next automatic save after loading
-  // checkpoint_<k> of this project is checkpoint_<k+1>.
+  // registered for checkpointing included: each is first saved into memory with its own
+  // save() and given back through its load() if loading fails anywhere). A checkpoint saved
+  // by N ranks loads on M: the replicated state is the same; a rank beyond the saved world
+  // size derives its random streams from the seed and its rank, and the loader position is
+  // converted by examples seen (both with a warning, which the main process also prints to
+  // stderr). The next automatic save after loading checkpoint_<k> of this project is
+  // checkpoint_<k+1>; if that or a later one exists, a warning says the save will fail.
   LoadReport load_state(const std::filesystem::path& dir);
   // Collective: the main process writes the weights alone to `dir` (model.h5 or
   // model.safetensors, PyTorch names and shapes; see checkpoint/save_model.hpp). Returns the

@@ -357,6 +357,24 @@ Engine::LoadReport Engine::load_state(const fs::path& dir) {
 
   LoadReport report;
   report.dir = loaded.dir;
+  // Loading checkpoint_<k> makes the next automatic save checkpoint_<k + 1>; saving never
+  // overwrites, so newer checkpoints would make that save fail much later. Said now.
+  if (manager.config().automatic_checkpoint_naming) {
+    const std::int64_t next = manager.next_iteration();
+    std::string newer;
+    for (const checkpoint::CheckpointInfo& c :
+         checkpoint::list_checkpoints(manager.checkpoints_dir())) {
+      if (c.number < next) continue;
+      newer += (newer.empty() ? "" : ", ") + c.dir.filename().string();
+    }
+    if (!newer.empty()) {
+      report.warnings.push_back("newer checkpoints exist (" + newer +
+                                "): the next automatic save, checkpoint_" +
+                                std::to_string(next) +
+                                ", will fail; remove them first, or set "
+                                "ProjectConfiguration::iteration");
+    }
+  }
   const int saved_world = loaded.manifest.world_size;
   if (saved_world != comm_.size()) {
     report.warnings.push_back("the checkpoint was saved by " + std::to_string(saved_world) +

@@ -165,13 +165,20 @@ TEST_F(EngineCheckpointTest, LoadRestoresEveryComponentAndNumberingContinues) {
   EXPECT_EQ(run.engine->save_state().number, 1);
   ASSERT_FALSE(same_bits(run.fingerprint(), saved));
 
+  // An older checkpoint loads; the warning says the next save (checkpoint_1) would fail.
   const Engine::LoadReport report = run.engine->load_state(dir.path() / "checkpoints" / "checkpoint_0");
-  EXPECT_TRUE(report.warnings.empty());
+  ASSERT_EQ(report.warnings.size(), 1u);
+  EXPECT_NE(report.warnings[0].find("newer checkpoints exist (checkpoint_1): the next automatic "
+                                    "save, checkpoint_1, will fail"),
+            std::string::npos)
+      << report.warnings[0];
   EXPECT_TRUE(same_bits(run.fingerprint(), saved));
 
-  // A new job: load_state() takes the newest, and the next automatic save follows it.
+  // A new job: load_state() takes the newest (no warning), and the next save follows it.
   TrainingRun fresh(comm_, dir.path(), {8, 8});
-  EXPECT_EQ(fresh.engine->load_state().dir.filename(), "checkpoint_1");
+  const Engine::LoadReport latest = fresh.engine->load_state();
+  EXPECT_EQ(latest.dir.filename(), "checkpoint_1");
+  EXPECT_TRUE(latest.warnings.empty());
   EXPECT_EQ(fresh.engine->checkpoints().next_iteration(), 2);
   fresh.train(3);
   run.engine->load_state(dir.path() / "checkpoints" / "checkpoint_1");
