@@ -358,22 +358,26 @@ Engine::LoadReport Engine::load_state(const fs::path& dir) {
   LoadReport report;
   report.dir = loaded.dir;
   // Loading checkpoint_<k> makes the next automatic save checkpoint_<k + 1>; saving never
-  // overwrites, so newer checkpoints would make that save fail much later. Said now.
+  // overwrites, so newer checkpoints would make that save fail much later. Said now. Rank 0
+  // lists and every rank gets its words (advice only: a listing that fails says nothing).
   if (manager.config().automatic_checkpoint_naming) {
-    const std::int64_t next = manager.next_iteration();
-    std::string newer;
-    for (const checkpoint::CheckpointInfo& c :
-         checkpoint::list_checkpoints(manager.checkpoints_dir())) {
-      if (c.number < next) continue;
-      newer += (newer.empty() ? "" : ", ") + c.dir.filename().string();
+    std::string warning;
+    if (comm_.rank() == 0) {
+      static_cast<void>(checkpoint::capture_error([&] {
+        const std::int64_t next = manager.next_iteration();
+        std::string newer;
+        for (const checkpoint::CheckpointInfo& c :
+             checkpoint::list_checkpoints(manager.checkpoints_dir())) {
+          if (c.number < next) continue;
+          newer += (newer.empty() ? "" : ", ") + c.dir.filename().string();
+        }
+        if (newer.empty()) return;
+        warning = "newer checkpoints exist (" + newer + "): the next automatic save, checkpoint_" +
+                  std::to_string(next) + ", will fail; remove them before saving";
+      }));
     }
-    if (!newer.empty()) {
-      report.warnings.push_back("newer checkpoints exist (" + newer +
-                                "): the next automatic save, checkpoint_" +
-                                std::to_string(next) +
-                                ", will fail; remove them first, or set "
-                                "ProjectConfiguration::iteration");
-    }
+    warning = checkpoint::broadcast_string(comm_, warning, 0);
+    if (!warning.empty()) report.warnings.push_back(warning);
   }
   const int saved_world = loaded.manifest.world_size;
   if (saved_world != comm_.size()) {
@@ -421,14 +425,18 @@ Engine::LoadReport Engine::load_state(const fs::path& dir) {
   } catch (const std::exception& e) {
     std::vector<std::string> ignored;
     apply_state(before, false, ignored);
-    // Every object is put back even if one refuses; a refusal is added to the error.
-    std::string rollback_errors;
+    // Every object is put back even if one refuses; a refusal is added to the error, every
+    // rank's, so that all ranks throw the same message (every rank is here: the agreement
+    // above threw on all of them).
+    std::string mine;
     for (std::size_t i = 0; i < attempted; ++i) {
       const checkpoint::CheckpointableSnapshot& snapshot = snapshots.at(i);
       const std::optional<std::string> failed =
           checkpoint::capture_error([&] { snapshot.restore(*custom_.at(snapshot.name())); });
-      if (failed) rollback_errors += "; rank " + std::to_string(comm_.rank()) + ": " + *failed;
+      if (failed) mine += "; rank " + std::to_string(comm_.rank()) + ": " + *failed;
     }
+    std::string rollback_errors;
+    for (const std::string& r : comm_.allgather_strings(mine)) rollback_errors += r;
     if (!rollback_errors.empty()) throw CheckpointError(std::string(e.what()) + rollback_errors);
     throw;
   }
