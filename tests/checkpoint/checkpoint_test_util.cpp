@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 
 #include <fcntl.h>
@@ -240,6 +241,26 @@ ChildProcess spawn_process(const std::vector<std::string>& argv,
     throw std::runtime_error("posix_spawn " + argv[0] + " failed: " + std::strerror(rc));
   }
   return {pid, fds[0]};
+}
+
+OwnedChild::~OwnedChild() {
+  if (child_.pid > 0) {
+    ::kill(child_.pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (child_.output_fd >= 0) ::close(child_.output_fd);
+}
+
+int OwnedChild::kill_and_wait() {
+  if (child_.pid <= 0) throw std::logic_error("OwnedChild::kill_and_wait: no child to kill");
+  if (::kill(child_.pid, SIGKILL) != 0) {
+    throw std::runtime_error(std::string("kill(SIGKILL) failed: ") + std::strerror(errno));
+  }
+  const int status = wait_for(child_.pid);
+  child_.pid = -1;
+  return status;
 }
 
 std::optional<std::string> read_line(int fd) {

@@ -80,6 +80,25 @@ struct ChildProcess {
 // replacing variables of the same name.
 ChildProcess spawn_process(const std::vector<std::string>& argv,
                            const std::vector<std::string>& extra_env = {});
+// Owns a child started by spawn_process: its destructor kills it with SIGKILL (if it has
+// not been reaped) and waits for it, and closes its output, so that a test leaving early
+// (a failed ASSERT_*, an exception) never leaves the child running.
+class OwnedChild {
+ public:
+  explicit OwnedChild(ChildProcess child) noexcept : child_(child) {}
+  ~OwnedChild();
+  OwnedChild(const OwnedChild&) = delete;
+  OwnedChild& operator=(const OwnedChild&) = delete;
+  int pid() const noexcept { return child_.pid; }
+  int output_fd() const noexcept { return child_.output_fd; }
+  // Returns the raw wait status after sending SIGKILL and waiting for the child; the
+  // child is reaped (the destructor then does nothing to it).
+  int kill_and_wait();
+
+ private:
+  ChildProcess child_;
+};
+
 // Returns the next line (without '\n') read from fd, or nothing at end of file.
 std::optional<std::string> read_line(int fd);
 // Returns the raw wait status of the child after it exits.
