@@ -135,6 +135,9 @@ std::vector<std::pair<std::string, std::string>> EngineConfig::cross_rank_settin
       {"distributed.unused_parameters", std::string(to_string(unused_parameters))},
       {"data.split_batches", boolean(split_batches)},
       {"data.even_batches", boolean(even_batches)},
+      // Off, CheckpointManager::save throws before its first broadcast, and load_state()
+      // skips one: ranks that disagree would wait for each other in save_state().
+      {"project.automatic_checkpoint_naming", boolean(project.automatic_checkpoint_naming)},
   };
   if (mixed_precision == Precision::fp16) {
     const LossScalerOptions& o = loss_scaler;

@@ -88,12 +88,19 @@ struct EngineConfig {
   // Returns the settings that must be equal on every rank, as (`section.key`, value text)
   // pairs in a fixed order: those that decide the bucket layout, which collectives a step
   // issues and when (accumulation, sync_with_dataloader, the loader sharding, overlap, wire
-  // type, algorithm, unused_parameters, nan_policy), or how gradients are scaled
-  // (mixed_precision and, with fp16, the loss scaler). Values are spelt as the trainer's
-  // config spells them; numbers exactly (shortest round-trip form), so two values differ
-  // exactly when their texts do. Engine::prepare compares them across ranks. Not included,
-  // as ranks may differ in them without breaking the collectives: seed (rank 0's weights
-  // are broadcast), blas_threads, project.
+  // type, algorithm, unused_parameters, nan_policy), how gradients are scaled
+  // (mixed_precision and, with fp16, the loss scaler), or which collectives save_state()
+  // and load_state() run (project.automatic_checkpoint_naming). Values are spelt as the
+  // trainer's config spells them; numbers exactly (shortest round-trip form), so two values
+  // differ exactly when their texts do. Engine::prepare compares them across ranks. Not
+  // included, as ranks may differ in them without breaking the collectives: seed (rank 0's
+  // weights are broadcast), blas_threads, and the rest of project: total_limit and
+  // iteration are rank 0's decision (a save takes rank 0's number, and rank 0 alone deletes
+  // old checkpoints), dataset options shape each rank's own file. project.dir may be spelt
+  // differently on different nodes (another mount point), but it must name the same shared
+  // folder on every rank: load_state() reads the folder rank 0 names, and a rank whose folder
+  // is another one makes the first save fail on every rank (its rank file has no temporary
+  // folder to go to), which no comparison of path strings could tell in advance.
   std::vector<std::pair<std::string, std::string>> cross_rank_settings() const;
 };
 

@@ -603,6 +603,10 @@ TEST_F(EngineTest, SettingsThatDifferAcrossRanksAreReportedOnEveryRank) {
        [](EngineConfig& c) { c.allreduce_algorithm = AllreduceAlgorithm::ring; }, "default", "ring"},
       {"distributed.unused_parameters",
        [](EngineConfig& c) { c.unused_parameters = UnusedParameterPolicy::error; }, "zero", "error"},
+      // Off, save_state() throws before the manager's first broadcast: the ranks where it
+      // is on would wait there forever.
+      {"project.automatic_checkpoint_naming",
+       [](EngineConfig& c) { c.project.automatic_checkpoint_naming = false; }, "true", "false"},
   };
   for (const Case& c : cases) {
     EngineConfig config;
