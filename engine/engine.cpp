@@ -18,9 +18,11 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 #include <unordered_set>
 #include <utility>
 
+#include "mpitrain/data/batch_sharding.hpp"
 #include "mpitrain/nn/blas_threads.hpp"
 #include "mpitrain/precision/all_finite.hpp"
 
@@ -60,6 +62,90 @@ std::string describe_settings(const EngineConfig& config) {
   std::string out;
   for (const auto& [key, value] : config.cross_rank_settings()) out += key + '\t' + value + '\n';
   return out;
+}
+
+// Returns the loader options `loader` has once prepare_loader() shards it over `world`
+// ranks for `rank` with the engine's split_batches and even_batches.
+data::DataLoaderOptions sharded_options(const data::DataLoader& loader, std::size_t world,
+                                        std::size_t rank, const EngineConfig& config) {
+  data::DataLoaderOptions o = loader.options();
+  o.world_size = world;
+  o.rank = rank;
+  o.split_batches = config.split_batches;
+  o.even_batches = config.even_batches;
+  return o;
+}
+
+// Returns true when prepare_loader() keeps `loader` as it is (already sharded this way).
+bool already_sharded(const data::DataLoader& loader, const data::DataLoaderOptions& target) {
+  const data::DataLoaderOptions& have = loader.options();
+  return have.world_size == target.world_size && have.rank == target.rank &&
+         have.split_batches == target.split_batches && have.even_batches == target.even_batches;
+}
+
+// Returns why `loader`, sharded as `target`, cannot be a training loader, or "" when it can:
+// the sharding is invalid (DataLoader's own checks), or ranks would read different numbers
+// of batches, so that their gradient synchronisations would not pair up.
+std::string training_loader_error(const data::DataLoader& loader,
+                                  const data::DataLoaderOptions& target) {
+  data::ShardingOptions o;
+  o.dataset_size = loader.dataset().size();
+  o.world_size = target.world_size;
+  o.rank = target.rank;
+  o.batch_size = target.batch_size;
+  o.shuffle = target.shuffle;
+  o.seed = target.seed;
+  o.drop_last = target.drop_last;
+  o.split_batches = target.split_batches;
+  o.even_batches = target.even_batches;
+  o.mode = target.mode;
+  try {
+    const data::BatchSharding sharding(o);
+    for (std::size_t r = 0; r < o.world_size; ++r) {
+      if (sharding.num_batches(r) == sharding.num_batches(0)) continue;
+      return "the training loader with even_batches=false: rank " + std::to_string(r) +
+             " reads " + std::to_string(sharding.num_batches(r)) +
+             " batches per epoch and rank 0 " + std::to_string(sharding.num_batches(0)) +
+             "; their gradient synchronisations would not pair up. Use even_batches=true (or "
+             "drop_last) for training; uneven loaders are for evaluation";
+    }
+  } catch (const std::invalid_argument& e) {
+    return std::string("the training loader: ") + e.what();
+  }
+  return "";
+}
+
+// "key\tvalue" lines of a training loader as prepare_loader() leaves it: what decides how
+// many batches each rank reads (so how many synchronisations an epoch has), which ones
+// (shuffle, seed) and from where (epoch, position; a rebuilt loader starts its epoch over).
+// The engine's data.split_batches and data.even_batches are in cross_rank_settings().
+std::string describe_loader(const data::DataLoader& loader, const data::DataLoaderOptions& target) {
+  const data::DataLoaderOptions& o = target;
+  const std::size_t position = already_sharded(loader, target) ? loader.position() : 0;
+  std::string out = "data.dataset_size\t" + std::to_string(loader.dataset().size()) + '\n';
+  out += "data.batch_size\t" + std::to_string(o.batch_size) + '\n';
+  out += std::string("data.drop_last\t") + (o.drop_last ? "true" : "false") + '\n';
+  out += std::string("data.shuffle\t") + (o.shuffle ? "true" : "false") + '\n';
+  if (o.shuffle) out += "data.seed\t" + std::to_string(o.seed) + '\n';
+  out += std::string("data.mode\t") +
+         (o.mode == data::ShardingMode::accelerate ? "accelerate" : "distributed_sampler") + '\n';
+  out += "data.epoch\t" + std::to_string(loader.epoch()) + '\n';
+  out += "data.position\t" + std::to_string(position) + '\n';
+  return out;
+}
+
+// Returns why ranks whose `key` differs cannot work together (the end of the message).
+std::string why_equal(std::string_view key) {
+  if (key.starts_with("data.")) {
+    return " (they decide how many batches each rank reads, so how many gradient "
+           "synchronisations an epoch has, and which examples; they must be equal on every rank)";
+  }
+  if (key.starts_with("project.")) {
+    return " (it decides which collectives save_state() and load_state() run, so it must be "
+           "equal on every rank)";
+  }
+  return " (they decide the gradient buckets and the collectives, so they must be equal on "
+         "every rank)";
 }
 
 struct ParamLine {
@@ -117,9 +203,10 @@ Engine::~Engine() {
 // ---- preparing ------------------------------------------------------------------------------
 
 void Engine::agree_across_ranks(std::string_view who, const std::string& description,
-                                const std::string& local_error) const {
+                                const std::string& local_error,
+                                const std::string& extra_settings) const {
   idle_stream();
-  const std::string settings = describe_settings(config_);
+  const std::string settings = describe_settings(config_) + extra_settings;
   const std::array<std::int64_t, 3> mine = {
       local_error.empty() ? 0 : 1, static_cast<std::int64_t>(fnv1a(settings)),
       static_cast<std::int64_t>(fnv1a(description))};
@@ -168,16 +255,16 @@ void Engine::agree_across_ranks(std::string_view who, const std::string& descrip
       if (diffs.empty()) continue;
       throw std::invalid_argument(prefix + "the ranks' engine settings differ at " +
                                   lists[0][i].name + ": rank 0 has " + lists[0][i].shape + diffs +
-                                  " (they decide the gradient buckets and the collectives, so "
-                                  "they must be equal on every rank)");
+                                  why_equal(lists[0][i].name));
     }
-    // Rank 0's list is a prefix of another's (fp16 adds the loss scaler's keys).
+    // Rank 0's list is a prefix of another's (fp16 adds the loss scaler's keys, a loader
+    // its own).
     for (std::size_t r = 1; r < lists.size(); ++r) {
       if (lists[r].size() > lists[0].size()) {
         const ParamLine& extra = lists[r][lists[0].size()];
         throw std::invalid_argument(prefix + "the ranks' engine settings differ at " + extra.name +
                                     ": rank 0 has no such setting, rank " + std::to_string(r) +
-                                    " has " + extra.shape);
+                                    " has " + extra.shape + why_equal(extra.name));
       }
     }
     throw std::runtime_error(prefix + "the ranks' engine settings hash differently but read the same");
@@ -212,7 +299,8 @@ void Engine::agree_across_ranks(std::string_view who, const std::string& descrip
 }
 
 void Engine::setup_sync(std::vector<SyncedParameter> params, std::string_view who,
-                        const std::string& description, std::string local_error) {
+                        const std::string& description, std::string local_error,
+                        const std::string& extra_settings) {
   std::unordered_map<std::string, std::size_t> index_of_name;
   for (std::size_t k = 0; k < params.size(); ++k) {
     const SyncedParameter& sp = params[k];
@@ -222,7 +310,7 @@ void Engine::setup_sync(std::vector<SyncedParameter> params, std::string_view wh
     }
   }
   // Collective, before anything changes: every rank throws, or none does.
-  agree_across_ranks(who, description, local_error);
+  agree_across_ranks(who, description, local_error, extra_settings);
   if (sync_) {
     if (model_ != nullptr) model_->set_grad_ready_hook({});
     sync_.reset();
@@ -249,6 +337,11 @@ void Engine::setup_sync(std::vector<SyncedParameter> params, std::string_view wh
 }
 
 void Engine::prepare(nn::Module& model, nn::Optimizer& optimizer) {
+  prepare_model(model, optimizer, nullptr);
+}
+
+void Engine::prepare_model(nn::Module& model, nn::Optimizer& optimizer,
+                           const data::DataLoader* training_loader) {
   std::vector<nn::Parameter*> params = model.parameters();
   const std::unordered_set<const nn::Parameter*> in_model(params.begin(), params.end());
   std::string error;
@@ -258,9 +351,21 @@ void Engine::prepare(nn::Module& model, nn::Optimizer& optimizer) {
                ("optimizer parameter '" + p->name + "' is not a parameter of the model");
     }
   }
+  // The loader is checked and compared in the same agreement, so that prepare_loader(),
+  // which prepare(model, optimizer, loader) calls next, cannot fail on one rank only.
+  std::string loader_settings;
+  if (training_loader != nullptr) {
+    const data::DataLoaderOptions target =
+        sharded_options(*training_loader, static_cast<std::size_t>(comm_.size()),
+                        static_cast<std::size_t>(comm_.rank()), config_);
+    const std::string loader_error = training_loader_error(*training_loader, target);
+    if (!loader_error.empty()) error += (error.empty() ? "" : "; ") + loader_error;
+    loader_settings = describe_loader(*training_loader, target);
+  }
   std::vector<SyncedParameter> synced;
   for (nn::Parameter* p : params) synced.push_back({p, {}});
-  setup_sync(std::move(synced), "Engine::prepare", describe(params), std::move(error));
+  setup_sync(std::move(synced), "Engine::prepare", describe(params), std::move(error),
+             loader_settings);
   model.set_grad_ready_hook([this](nn::Parameter& p) { sync_->mark_ready(p); });
   model.set_requires_input_grad(false);
   model.set_precision(config_.mixed_precision);
@@ -284,7 +389,7 @@ void Engine::set_seed(std::uint64_t seed) {
 
 void Engine::prepare(nn::Module& model, nn::Optimizer& optimizer, data::DataLoader& loader,
                      nn::LrScheduler* scheduler) {
-  prepare(model, optimizer);
+  prepare_model(model, optimizer, &loader);
   prepare_loader(loader, true);
   scheduler_step_ = nullptr;
   scheduler_ = scheduler;
@@ -301,33 +406,24 @@ data::DataLoader Engine::make_loader(std::shared_ptr<const data::Dataset> datase
 }
 
 void Engine::prepare_loader(data::DataLoader& loader, bool training) {
-  const data::DataLoaderOptions& have = loader.options();
-  const bool sharded = have.world_size == static_cast<std::size_t>(comm_.size()) &&
-                       have.rank == static_cast<std::size_t>(comm_.rank()) &&
-                       have.split_batches == config_.split_batches &&
-                       have.even_batches == config_.even_batches;
-  if (!sharded) {
-    auto original = std::make_unique<data::DataLoader>(std::move(loader));
+  const data::DataLoaderOptions target =
+      sharded_options(loader, static_cast<std::size_t>(comm_.size()),
+                      static_cast<std::size_t>(comm_.rank()), config_);
+  if (training) {
+    const std::string error = training_loader_error(loader, target);
+    if (!error.empty()) throw std::invalid_argument("Engine::prepare_loader: " + error);
+  }
+  if (!already_sharded(loader, target)) {
     // The original loader keeps owning the dataset; the engine keeps the original alive.
+    // Built first, so that an invalid sharding throws with `loader` untouched.
     std::shared_ptr<const data::Dataset> dataset(std::shared_ptr<const data::Dataset>(),
-                                                 &original->dataset());
-    const std::int64_t epoch = original->epoch();
-    loader = make_loader(std::move(dataset), original->options());
-    loader.set_epoch(epoch);
-    retired_loaders_.push_back(std::move(original));
+                                                 &loader.dataset());
+    data::DataLoader rebuilt = make_loader(std::move(dataset), loader.options());
+    rebuilt.set_epoch(loader.epoch());
+    retired_loaders_.push_back(std::make_unique<data::DataLoader>(std::move(loader)));
+    loader = std::move(rebuilt);
   }
   if (!training) return;
-  const data::BatchSharding& sharding = loader.sharding();
-  for (std::size_t r = 0; r < static_cast<std::size_t>(comm_.size()); ++r) {
-    if (sharding.num_batches(r) != sharding.num_batches(0)) {
-      throw std::invalid_argument(
-          "Engine::prepare_loader: with even_batches=false rank " + std::to_string(r) +
-          " reads " + std::to_string(sharding.num_batches(r)) + " batches per epoch and rank 0 " +
-          std::to_string(sharding.num_batches(0)) +
-          "; their gradient synchronisations would not pair up. Use even_batches=true (or "
-          "drop_last) for training; uneven loaders are for evaluation");
-    }
-  }
   train_loader_ = &loader;
   state_.epoch = static_cast<std::uint64_t>(std::max<std::int64_t>(0, loader.epoch()));
   state_.batches_in_epoch = loader.position();

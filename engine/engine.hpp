@@ -126,11 +126,13 @@ class Engine {
   // Prepares model and optimizer. Collective, and every check is agreed across ranks
   // before anything changes, so an error is thrown on EVERY rank (never a hang):
   //   - invalid arguments on some rank (an optimizer parameter that is not a model
-  //     parameter, two parameters with the same name): std::invalid_argument naming the
-  //     rank(s) and the causes;
+  //     parameter, two parameters with the same name, a training loader prepare_loader()
+  //     would reject): std::invalid_argument naming the rank(s) and the causes;
   //   - settings that differ between ranks (EngineConfig::cross_rank_settings: accumulation,
-  //     buckets, wire type, overlap, mixed precision, ...): std::invalid_argument naming the
-  //     first differing key, the ranks and their values;
+  //     buckets, wire type, overlap, mixed precision, ...; and with a training loader, what
+  //     decides the batches each rank reads: data.dataset_size, batch_size, drop_last,
+  //     shuffle, seed, mode, epoch, position): std::invalid_argument naming the first
+  //     differing key, the ranks and their values;
   //   - parameter names, shapes or order that differ: std::runtime_error naming the first
   //     differing parameter, the ranks and their shapes.
   // Then it broadcasts rank 0's values, lays out the gradient buckets (each Parameter::grad
@@ -141,10 +143,11 @@ class Engine {
   // reproducibly (set_seed installs them again). Model and optimizer must outlive the engine
   // (or the next prepare): declare them before the engine.
   void prepare(nn::Module& model, nn::Optimizer& optimizer);
-  // Same, plus the training loader (prepare_loader(loader, true)) whose last batch of an
-  // epoch ends an accumulation window (sync_with_dataloader), and an optional learning-rate
-  // scheduler that step() advances after each optimizer step that really updated the
-  // parameters (not after skipped ones). The scheduler must outlive the engine.
+  // Same, plus the training loader (prepare_loader(loader, true); checked and compared across
+  // ranks in the same agreement, before anything changes) whose last batch of an epoch ends
+  // an accumulation window (sync_with_dataloader), and an optional learning-rate scheduler
+  // that step() advances after each optimizer step that really updated the parameters (not
+  // after skipped ones). The scheduler must outlive the engine.
   void prepare(nn::Module& model, nn::Optimizer& optimizer, data::DataLoader& loader,
                nn::LrScheduler* scheduler = nullptr);
   // Replaces what step() calls after a real optimizer step (a custom schedule, a counter).
@@ -159,7 +162,9 @@ class Engine {
   // the original loader (and so the dataset's owner) alive for its own lifetime.
   // `training`: throws std::invalid_argument when ranks would read different numbers of
   // batches (even_batches=false with a ragged tail), since their synchronisations would not
-  // pair up; uneven loaders are for evaluation with gather_for_metrics.
+  // pair up; uneven loaders are for evaluation with gather_for_metrics. Not collective:
+  // it cannot see the other ranks' loaders (prepare(model, optimizer, loader) compares them).
+  // On an error the loader is left as it was.
   void prepare_loader(data::DataLoader& loader, bool training = false);
   // Returns a loader over `dataset` sharded as prepare_loader() describes.
   data::DataLoader make_loader(std::shared_ptr<const data::Dataset> dataset,
@@ -386,13 +391,20 @@ class Engine {
   // EngineConfig::cross_rank_settings() differ (std::invalid_argument, the first differing
   // key) or when their parameter `description`s ("name\tshape" lines) differ
   // (std::runtime_error, the first differing parameter). `who` starts the messages.
+  // `extra_settings`: more "key\tvalue" lines to compare after the config's (a loader's).
   void agree_across_ranks(std::string_view who, const std::string& description,
-                          const std::string& local_error) const;
+                          const std::string& local_error,
+                          const std::string& extra_settings) const;
   // Checks names (duplicates join `local_error`), agrees across ranks, then replaces the
   // prepared parameters by `params`, broadcasts rank 0's values and lays out the buckets.
   // Throws before changing anything when some rank's arguments are invalid or differ.
   void setup_sync(std::vector<SyncedParameter> params, std::string_view who,
-                  const std::string& description, std::string local_error);
+                  const std::string& description, std::string local_error,
+                  const std::string& extra_settings = {});
+  // prepare(model, optimizer), with the training loader's checks and settings (if any) in
+  // the same agreement; the loader itself is left to prepare_loader().
+  void prepare_model(nn::Module& model, nn::Optimizer& optimizer,
+                     const data::DataLoader* training_loader);
   // Gives the prepared model's random streams process_rng(1), process_rng(2), ... in order.
   void install_random_streams();
   void run_backward(const std::function<void()>& body);

@@ -468,6 +468,7 @@ TEST_F(EngineTest, GatherForMetricsCountsEveryExampleOnceAndMatchesOneProcess) {
   }
 }
 
+// Every rank rejects it before anything is prepared, and the loader is left as it was.
 TEST_F(EngineTest, UnevenTrainingLoadersAreRejected) {
   EngineConfig config;
   config.even_batches = false;
@@ -477,9 +478,148 @@ TEST_F(EngineTest, UnevenTrainingLoadersAreRejected) {
   Engine engine(config, comm_);
   if (n() == 1) {
     EXPECT_NO_THROW(engine.prepare(model, opt, loader));  // one rank: nothing to pair up
-  } else {
-    EXPECT_THROW(engine.prepare(model, opt, loader), std::invalid_argument);
+    return;
   }
+  // 4n + 1 examples in global batches of 4n: rank 0 reads 2 batches, rank 1 one.
+  const std::string what = error_of([&] { engine.prepare(model, opt, loader); });
+  EXPECT_NE(what.find("invalid arguments on rank(s) 0, 1"), std::string::npos) << what;
+  EXPECT_NE(what.find("rank 1 reads 1 batches per epoch and rank 0 2"), std::string::npos) << what;
+  EXPECT_EQ(engine.gradient_sync(), nullptr);
+  EXPECT_EQ(loader.options().world_size, 1u);
+  // prepare_loader alone gives the same reason, and also leaves the loader as it was.
+  const std::string alone = error_of([&] { engine.prepare_loader(loader, true); });
+  EXPECT_NE(alone.find("Engine::prepare_loader: the training loader with even_batches=false"),
+            std::string::npos)
+      << alone;
+  EXPECT_EQ(loader.options().world_size, 1u);
+}
+
+// A training loader that differs on the last rank (the usual mistake: another dataset size)
+// would make the ranks' epochs end at different steps, the last synchronisation waiting
+// forever. prepare() compares what decides the batches with the engine settings: every rank
+// throws, naming the key, the ranks and the values, and nothing is prepared anywhere.
+TEST_F(EngineTest, TrainingLoadersThatDifferAcrossRanksAreReportedOnEveryRank) {
+  const int last = comm_.size() - 1;
+  const bool odd = comm_.rank() == last && n() > 1;
+  struct Case {
+    std::string key;
+    std::function<void(std::size_t&, data::DataLoaderOptions&)> change;
+    std::string base_value;
+    std::string odd_value;
+  };
+  const std::vector<Case> cases = {
+      {"data.dataset_size", [](std::size_t& size, data::DataLoaderOptions&) { size += 1; },
+       "40", "41"},
+      {"data.batch_size", [](std::size_t&, data::DataLoaderOptions& o) { o.batch_size = 5; },
+       "4", "5"},
+      {"data.drop_last", [](std::size_t&, data::DataLoaderOptions& o) { o.drop_last = true; },
+       "false", "true"},
+      {"data.shuffle", [](std::size_t&, data::DataLoaderOptions& o) { o.shuffle = false; },
+       "true", "false"},
+      {"data.seed", [](std::size_t&, data::DataLoaderOptions& o) { o.seed = 6; }, "5", "6"},
+      {"data.mode",
+       [](std::size_t&, data::DataLoaderOptions& o) { o.mode = data::ShardingMode::distributed_sampler; },
+       "accelerate", "distributed_sampler"},
+  };
+  for (const Case& c : cases) {
+    std::size_t size = 40;
+    data::DataLoaderOptions options = loader_options(4);
+    if (odd) c.change(size, options);
+    nn::Sequential model = mlp();
+    nn::Sgd opt(model.parameters(), sgd_options());
+    data::DataLoader loader(synthetic(size), options);
+    Engine engine({}, comm_);
+    const std::string what = error_of([&] { engine.prepare(model, opt, loader); });
+    if (n() == 1) {
+      EXPECT_EQ(what, "") << c.key;  // one rank: nothing to disagree with
+      continue;
+    }
+    EXPECT_NE(what.find("Engine::prepare (rank " + std::to_string(comm_.rank()) +
+                        "): the ranks' engine settings differ at " + c.key + ": rank 0 has " +
+                        c.base_value + ", rank " + std::to_string(last) + " has " + c.odd_value +
+                        " (they decide how many batches each rank reads"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(engine.gradient_sync(), nullptr) << c.key;  // nothing was prepared
+    EXPECT_EQ(loader.options().world_size, 1u) << c.key;  // nor the loader sharded
+  }
+  {  // The last rank's loader stands at another position of its epoch.
+    nn::Sequential model = mlp();
+    nn::Sgd opt(model.parameters(), sgd_options());
+    Engine engine({}, comm_);
+    data::DataLoader loader = engine.make_loader(synthetic(40), loader_options(4));
+    if (odd) loader.skip_first_batches(1);
+    const std::string what = error_of([&] { engine.prepare(model, opt, loader); });
+    if (n() > 1) {
+      EXPECT_NE(what.find("differ at data.position: rank 0 has 0, rank " + std::to_string(last) +
+                          " has 1"),
+                std::string::npos)
+          << what;
+    } else {
+      EXPECT_EQ(what, "");
+    }
+  }
+  {  // The last rank prepares no loader at all.
+    nn::Sequential model = mlp();
+    nn::Sgd opt(model.parameters(), sgd_options());
+    data::DataLoader loader(synthetic(40), loader_options(4));
+    Engine engine({}, comm_);
+    const std::string what = error_of([&] {
+      if (odd) {
+        engine.prepare(model, opt);
+      } else {
+        engine.prepare(model, opt, loader);
+      }
+    });
+    if (n() > 1) {
+      EXPECT_NE(what.find("differ at data.dataset_size: rank 0 has 40, rank " +
+                          std::to_string(last) + " has no such setting"),
+                std::string::npos)
+          << what;
+    } else {
+      EXPECT_EQ(what, "");
+    }
+  }
+  // Equal loaders prepare, and train the same number of steps on every rank.
+  nn::Sequential model = mlp();
+  nn::Sgd opt(model.parameters(), sgd_options());
+  data::DataLoader loader(synthetic(40), loader_options(4));
+  Engine engine({}, comm_);
+  ASSERT_NO_THROW(engine.prepare(model, opt, loader));
+  std::size_t steps = 0;
+  for (data::Batch b; engine.next_batch(b); ++steps) {
+    nn::Tensor logits = model.forward(b.features);
+    engine.backward(nn::cross_entropy(logits, b.labels).grad);
+    engine.step();
+    engine.zero_grad();
+  }
+  EXPECT_EQ(steps, (40 + 4 * n() - 1) / (4 * n()));
+  EXPECT_TRUE(identical_on_all_ranks(comm_, flatten(model.parameters())));
+}
+
+// A training loader that cannot be sharded on one rank is an invalid argument of that rank:
+// every rank throws naming it before anything is prepared (prepare_loader would otherwise
+// throw on that rank alone, after the others prepared their models).
+TEST_F(EngineTest, AnInvalidTrainingLoaderOnOneRankIsReportedOnEveryRank) {
+  const int last = comm_.size() - 1;
+  EngineConfig config;
+  config.split_batches = true;
+  data::DataLoaderOptions options = loader_options(4 * n());
+  if (comm_.rank() == last) options.mode = data::ShardingMode::distributed_sampler;
+  nn::Sequential model = mlp();
+  nn::Sgd opt(model.parameters(), sgd_options());
+  data::DataLoader loader(synthetic(40), options);
+  Engine engine(config, comm_);
+  const std::string what = error_of([&] { engine.prepare(model, opt, loader); });
+  EXPECT_NE(what.find("Engine::prepare (rank " + std::to_string(comm_.rank()) +
+                      "): invalid arguments on rank(s) " + std::to_string(last) + "; rank " +
+                      std::to_string(last) + ": the training loader: BatchSharding: "
+                      "split_batches is not available with the distributed_sampler mode"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("(nothing was prepared, on any rank)"), std::string::npos) << what;
+  EXPECT_EQ(engine.gradient_sync(), nullptr);
+  EXPECT_EQ(loader.options().world_size, 1u);
 }
 
 // ---- parameter checks -----------------------------------------------------------------------------------
