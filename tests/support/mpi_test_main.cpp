@@ -9,10 +9,17 @@
 // - A failure never turns into a hang. A rank that failed or skipped a test (an ASSERT_*, an
 //   exception or a GTEST_SKIP that left the test early) may have skipped collectives its peers
 //   are now blocked in, so they never reach the end of the test. The agreement is therefore
-//   nonblocking: a rank whose test passed waits for its peers without a deadline (they arrive,
-//   or a peer that left early aborts the job), a rank whose test failed or was skipped waits
-//   at most MPITRAIN_TEST_PEER_WAIT_S seconds (default 30), then names the test and itself on
-//   stderr and calls MPI_Abort (exit code kAbortCode), which ends every rank.
+//   nonblocking (each rank sends its outcome to every peer and polls for theirs): a rank whose
+//   test failed or was skipped waits at most MPITRAIN_TEST_PEER_WAIT_S seconds (default 30),
+//   then names the test, itself and the ranks that did not arrive on stderr and calls
+//   MPI_Abort (exit code kAbortCode), which ends every rank. A rank whose test passed waits
+//   longer (passing_wait_seconds: 10 times that, 300 s by default, at most kMaxPassingWaitS
+//   unless the failing ranks' wait is longer still), so that a failing rank, which knows
+//   why, normally reports first; but a peer that left a collective early WITHOUT failing
+//   (a missing collective on a passing path) still ends the job with a message naming the
+//   test and the missing ranks, instead of running into CTest's timeout silently. The bound
+//   is on the gap between ranks finishing the same test, not on the test's length (the
+//   slowest test binaries take about 13 s in all).
 // - When every test that ran was skipped on every rank and none failed, rank 0 ends with the
 //   line kAllSkippedMarker, which CTest's SKIP_REGULAR_EXPRESSION (cmake/MpitrainTesting.cmake)
 //   turns into "Skipped". GoogleTest's own "[  SKIPPED ]" lines cannot serve: CTest marks a
@@ -42,6 +49,14 @@ namespace {
 constexpr int kAbortCode = 3;
 // Seconds a rank whose test failed or was skipped waits for its peers at the end of the test.
 constexpr double kDefaultPeerWaitS = 30.0;
+// A rank whose test passed waits this many times longer than one whose test failed.
+constexpr double kPassingWaitFactor = 10.0;
+// Seconds a passing rank waits at most (unless the failing ranks' wait is longer): below
+// CTest's per-test TIMEOUT (MPITRAIN_TEST_TIMEOUT, 600 s by default, in
+// cmake/MpitrainTesting.cmake), so that the harness's message, not CTest, ends a stuck job.
+constexpr double kMaxPassingWaitS = 540.0;
+// Tag of the outcome messages on the harness's own communicator.
+constexpr int kOutcomeTag = 7001;
 // The start of the line rank 0 prints when every test of the run was skipped and none failed.
 constexpr const char* kAllSkippedMarker = "[  SKIPPED ] every test of this run was skipped";
 
@@ -61,6 +76,12 @@ double peer_wait_seconds(int rank) {
     return kDefaultPeerWaitS;
   }
   return std::min(seconds, 1e6);
+}
+
+// Returns the seconds a passing rank waits for its peers: kPassingWaitFactor times the
+// failing ranks' wait, at most kMaxPassingWaitS, and never less than the failing ranks' wait.
+double passing_wait_seconds(double peer_wait_s) {
+  return std::max(peer_wait_s, std::min(kPassingWaitFactor * peer_wait_s, kMaxPassingWaitS));
 }
 
 // The harness's own duplicate of MPI_COMM_WORLD, freed before MpiRuntime finalises MPI.
@@ -118,59 +139,105 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 class AgreeOnOutcome : public ::testing::EmptyTestEventListener {
  public:
   AgreeOnOutcome(MPI_Comm comm, int rank, int size, double peer_wait_s)
-      : comm_(comm), rank_(rank), size_(size), peer_wait_s_(peer_wait_s) {}
+      : comm_(comm),
+        rank_(rank),
+        size_(size),
+        peer_wait_s_(peer_wait_s),
+        passing_wait_s_(passing_wait_seconds(peer_wait_s)),
+        all_(static_cast<std::size_t>(size), 0) {}
   void OnTestEnd(const ::testing::TestInfo& info) override {
-    int failed = info.result()->Failed() ? 1 : 0;
-    const bool left_early = failed || info.result()->Skipped();
-    std::vector<int> all(static_cast<std::size_t>(size_), 0);
-    MPI_Request request = MPI_REQUEST_NULL;
-    if (MPI_Iallgather(&failed, 1, MPI_INT, all.data(), 1, MPI_INT, comm_, &request) !=
-        MPI_SUCCESS) {
-      ADD_FAILURE() << "MPI_Iallgather of test outcomes failed on rank " << rank_;
-      return;
+    // failed_ and all_ are members: the sends read failed_ and the receives write all_ until
+    // they complete, which may be after an early return below (after an MPI error).
+    failed_ = info.result()->Failed() ? 1 : 0;
+    const bool left_early = failed_ || info.result()->Skipped();
+    // all_[r] is rank r's outcome; receives[r] and sends[r] are this rank's messages with r.
+    // Messages between two ranks on one communicator and tag arrive in order, so the n-th
+    // outcome received from a peer is its outcome of the n-th test.
+    const auto n = static_cast<std::size_t>(size_);
+    std::fill(all_.begin(), all_.end(), 0);
+    all_[static_cast<std::size_t>(rank_)] = failed_;
+    std::vector<MPI_Request> receives(n, MPI_REQUEST_NULL);
+    std::vector<MPI_Request> sends(n, MPI_REQUEST_NULL);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      const auto i = static_cast<std::size_t>(r);
+      if (MPI_Irecv(&all_[i], 1, MPI_INT, r, kOutcomeTag, comm_, &receives[i]) != MPI_SUCCESS ||
+          MPI_Isend(&failed_, 1, MPI_INT, r, kOutcomeTag, comm_, &sends[i]) != MPI_SUCCESS) {
+        ADD_FAILURE() << "MPI_Irecv/MPI_Isend of test outcomes with rank " << r
+                      << " failed on rank " << rank_;
+        return;
+      }
     }
-    const int rc =
-        left_early ? wait_bounded(request, info) : MPI_Wait(&request, MPI_STATUS_IGNORE);
+    const int rc = wait_bounded(receives, sends, left_early ? peer_wait_s_ : passing_wait_s_, info);
     if (rc != MPI_SUCCESS) {
       ADD_FAILURE() << "waiting for the test outcomes of every rank failed on rank " << rank_;
       return;
     }
     std::string ranks;
     for (int r = 0; r < size_; ++r) {
-      if (all[static_cast<std::size_t>(r)] == 0) continue;
+      if (all_[static_cast<std::size_t>(r)] == 0) continue;
       if (!ranks.empty()) ranks += ',';
       ranks += std::to_string(r);
     }
-    if (!ranks.empty() && !failed) {
+    if (!ranks.empty() && !failed_) {
       ADD_FAILURE() << "this test failed on rank(s) " << ranks << " of " << size_;
     }
   }
 
  private:
-  // Returns the code of MPI_Test once `request` completes. If it has not completed after
-  // peer_wait_s_ seconds, names the test on stderr and aborts the job: does not return.
-  // Polls every millisecond (the sleep only keeps this rank from taking a core its peers
-  // may need; it synchronises nothing).
-  int wait_bounded(MPI_Request& request, const ::testing::TestInfo& info) const {
+  // Returns MPI_SUCCESS once every request has completed, or the first error code of
+  // MPI_Test. If the receives have not all completed after wait_s seconds, names the test
+  // and the ranks whose outcome did not arrive on stderr and aborts the job: does not
+  // return. Polls every millisecond (the sleep only keeps this rank from taking a core its
+  // peers may need; it synchronises nothing).
+  int wait_bounded(std::vector<MPI_Request>& receives, std::vector<MPI_Request>& sends,
+                   double wait_s, const ::testing::TestInfo& info) const {
     using Clock = std::chrono::steady_clock;
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(peer_wait_s_));
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(wait_s));
     for (;;) {
-      int done = 0;
-      const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS || done) return rc;
-      if (Clock::now() >= deadline) break;
+      bool pending = false;
+      for (std::vector<MPI_Request>* requests : {&receives, &sends}) {
+        for (MPI_Request& request : *requests) {
+          if (request == MPI_REQUEST_NULL) continue;
+          int done = 0;
+          const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+          if (rc != MPI_SUCCESS) return rc;
+          pending = pending || !done;
+        }
+      }
+      if (!pending) return MPI_SUCCESS;
+      const bool receives_done = std::all_of(receives.begin(), receives.end(),
+                                             [](MPI_Request r) { return r == MPI_REQUEST_NULL; });
+      // Once every peer's outcome is here, every peer has posted its receive from this rank,
+      // so the sends complete without waiting for anyone: no deadline for them.
+      if (!receives_done && Clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    const char* outcome = info.result()->Failed() ? "failed" : "was skipped";
-    std::fprintf(stderr,
-                 "[rank %d] %s.%s %s on rank %d, and the other ranks did not reach the end "
-                 "of the test within %g s (probably stuck in a collective rank %d left early); "
-                 "aborting the job with exit code %d (MPITRAIN_TEST_PEER_WAIT_S sets the "
-                 "wait)\n",
-                 rank_, info.test_suite_name(), info.name(), outcome, rank_, peer_wait_s_,
-                 rank_, kAbortCode);
+    std::string missing;
+    for (int r = 0; r < size_; ++r) {
+      if (receives[static_cast<std::size_t>(r)] == MPI_REQUEST_NULL) continue;
+      if (!missing.empty()) missing += ',';
+      missing += std::to_string(r);
+    }
+    if (info.result()->Failed() || info.result()->Skipped()) {
+      const char* outcome = info.result()->Failed() ? "failed" : "was skipped";
+      std::fprintf(stderr,
+                   "[rank %d] %s.%s %s on rank %d, and the other ranks did not reach the end "
+                   "of the test within %g s (rank(s) %s did not arrive, probably stuck in a "
+                   "collective rank %d left early); aborting the job with exit code %d "
+                   "(MPITRAIN_TEST_PEER_WAIT_S sets the wait)\n",
+                   rank_, info.test_suite_name(), info.name(), outcome, rank_, wait_s,
+                   missing.c_str(), rank_, kAbortCode);
+    } else {
+      std::fprintf(stderr,
+                   "[rank %d] %s.%s passed on rank %d, but rank(s) %s did not reach the end of "
+                   "the test within %g s (probably stuck in a collective that another rank "
+                   "left early without failing, or in a deadlock); aborting the job with exit "
+                   "code %d (the wait is %g x MPITRAIN_TEST_PEER_WAIT_S, at most %g s)\n",
+                   rank_, info.test_suite_name(), info.name(), rank_, missing.c_str(), wait_s,
+                   kAbortCode, kPassingWaitFactor, kMaxPassingWaitS);
+    }
     std::fflush(stderr);
     std::fflush(stdout);
     MPI_Abort(MPI_COMM_WORLD, kAbortCode);
@@ -181,6 +248,9 @@ class AgreeOnOutcome : public ::testing::EmptyTestEventListener {
   int rank_;
   int size_;
   double peer_wait_s_;
+  double passing_wait_s_;
+  std::vector<int> all_;
+  int failed_ = 0;
 };
 
 }  // namespace
