@@ -6,8 +6,11 @@
 // itself again (the same binary, this one test) under unshare(1) in a new mount namespace:
 // `unshare -m` as root, `unshare -Urm` otherwise (a user namespace in which the caller is
 // root; most Linux systems allow it without privileges). The tmpfs is private to that
-// namespace and vanishes with it, even if the child is killed. If no namespace can be made,
-// or the mount is refused inside it, the test is skipped with the reason (never passed).
+// namespace and vanishes with it, even if the child is killed. If no namespace can be made
+// (unshare(1) itself reports an error and never runs the binary), or the mount is refused
+// inside it, the test is skipped with the reason (never passed). A child that ran but did
+// not get to the test (MPI_Init failed inside the namespace, the binary crashed, ...) fails
+// the test with its output.
 
 #include <gtest/gtest.h>
 #include <sys/mount.h>
@@ -79,6 +82,19 @@ void save_into_a_full_file_system(const fs::path& mnt) {
   ::umount2(mnt.c_str(), MNT_DETACH);  // the namespace's end would unmount it too
 }
 
+// Returns true when `output` (stdout and stderr) and exit code `code` of a run of
+// unshare(1) at path `unshare` are unshare's own refusal to make the namespace: it failed
+// before running the binary, so its output is only its error message, which starts with
+// "unshare: " ("unshare: unshare failed: Operation not permitted", "unshare: write failed
+// /proc/self/uid_map: ...") or, for an option this unshare does not know, with its path.
+// Not when it could not execute the binary ("unshare: failed to execute ..."): that is the
+// test's own fault.
+bool unshare_refused(const std::string& unshare, const std::string& output, int code) {
+  const bool from_unshare =
+      output.rfind("unshare: ", 0) == 0 || output.rfind(unshare + ": ", 0) == 0;
+  return code != 0 && from_unshare && output.find("failed to execute") == std::string::npos;
+}
+
 // Returns the path of this executable.
 std::string self_executable() {
   std::error_code ec;
@@ -117,9 +133,12 @@ TEST(CheckpointDiskFull, NoSpaceLeftOnDeviceFailsTheSaveCleanly) {
     std::string output;
     const int code = testing::run_process(argv, output, env);
     if (output.find("[==========]") == std::string::npos) {
-      // The test never started: unshare could not make the namespace (or run the binary).
-      refused += "\n" + how + " (exit code " + std::to_string(code) + "): " + output;
-      continue;
+      if (unshare_refused(unshare, output, code)) {
+        refused += "\n" + how + " (exit code " + std::to_string(code) + "): " + output;
+        continue;
+      }
+      FAIL() << "the child under " << how << " ran the binary but the test never started "
+             << "(exit code " << code << "):\n" << output;
     }
     std::cout << "[ child under " << how << " ]\n" << output;
     if (output.find("[  SKIPPED ] " + std::string(kTestName)) != std::string::npos) {
