@@ -7,10 +7,16 @@
 namespace mpitrain::data {
 namespace {
 
-ShardingOptions sharding_options(const Dataset* dataset, const DataLoaderOptions& o) {
+ShardingOptions checked_sharding_options(const Dataset* dataset, const DataLoaderOptions& o) {
   if (dataset == nullptr) throw std::invalid_argument("DataLoader: the dataset is null");
+  return sharding_options(dataset->size(), o);
+}
+
+}  // namespace
+
+ShardingOptions sharding_options(std::size_t dataset_size, const DataLoaderOptions& o) {
   ShardingOptions s;
-  s.dataset_size = dataset->size();
+  s.dataset_size = dataset_size;
   s.world_size = o.world_size;
   s.rank = o.rank;
   s.batch_size = o.batch_size;
@@ -23,12 +29,10 @@ ShardingOptions sharding_options(const Dataset* dataset, const DataLoaderOptions
   return s;
 }
 
-}  // namespace
-
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
     : dataset_(std::move(dataset)),
       options_(options),
-      sharding_(sharding_options(dataset_.get(), options_)) {}
+      sharding_(checked_sharding_options(dataset_.get(), options_)) {}
 
 void DataLoader::set_epoch(std::int64_t epoch) {
   if (epoch != epoch_) plan_.reset();
@@ -88,7 +92,7 @@ void DataLoader::load_state(const LoaderState& state) {
   if (state.seed != options_.seed) {
     DataLoaderOptions changed = options_;
     changed.seed = state.seed;
-    sharding_ = BatchSharding(sharding_options(dataset_.get(), changed));
+    sharding_ = BatchSharding(sharding_options(dataset_->size(), changed));
     options_ = changed;
     plan_.reset();
   }

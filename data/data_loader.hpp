@@ -41,6 +41,9 @@ struct DataLoaderOptions {
   ShardingMode mode = ShardingMode::accelerate;
 };
 
+// Returns the sharding a loader with `options` over `dataset_size` examples uses.
+ShardingOptions sharding_options(std::size_t dataset_size, const DataLoaderOptions& options);
+
 struct Batch {
   nn::Tensor features;               // (batch, feature_size), owning
   std::vector<std::int32_t> labels;  // (batch)

@@ -88,20 +88,9 @@ bool already_sharded(const data::DataLoader& loader, const data::DataLoaderOptio
 // of batches, so that their gradient synchronisations would not pair up.
 std::string training_loader_error(const data::DataLoader& loader,
                                   const data::DataLoaderOptions& target) {
-  data::ShardingOptions o;
-  o.dataset_size = loader.dataset().size();
-  o.world_size = target.world_size;
-  o.rank = target.rank;
-  o.batch_size = target.batch_size;
-  o.shuffle = target.shuffle;
-  o.seed = target.seed;
-  o.drop_last = target.drop_last;
-  o.split_batches = target.split_batches;
-  o.even_batches = target.even_batches;
-  o.mode = target.mode;
   try {
-    const data::BatchSharding sharding(o);
-    for (std::size_t r = 0; r < o.world_size; ++r) {
+    const data::BatchSharding sharding(data::sharding_options(loader.dataset().size(), target));
+    for (std::size_t r = 0; r < target.world_size; ++r) {
       if (sharding.num_batches(r) == sharding.num_batches(0)) continue;
       return "the training loader with even_batches=false: rank " + std::to_string(r) +
              " reads " + std::to_string(sharding.num_batches(r)) +
