@@ -150,8 +150,8 @@ std::string folders_in_the_way(const TrainConfig& config, const checkpoint::Chec
   std::vector<std::string> names;
   if (config.project.automatic_checkpoint_naming) {
     const std::int64_t next = manager.next_iteration();
-    for (const checkpoint::CheckpointInfo& info : manager.list()) {
-      if (info.number >= next) names.push_back(info.dir.filename().string());
+    for (const checkpoint::CheckpointInfo& info : manager.in_the_way()) {
+      names.push_back(info.dir.filename().string());
     }
     if (names.empty()) return "";
     return config.origin("project.resume") + ": project.resume: " + config.project.resume +

@@ -181,6 +181,12 @@ std::optional<fs::path> CheckpointManager::latest() const {
   return all.back().dir;
 }
 
+std::vector<CheckpointInfo> CheckpointManager::in_the_way() const {
+  std::vector<CheckpointInfo> out = list();
+  std::erase_if(out, [&](const CheckpointInfo& c) { return c.number < next_; });
+  return out;
+}
+
 Manifest CheckpointManager::verify(const fs::path& dir) const {
   return verify_checkpoint(fs::absolute(dir).lexically_normal());
 }

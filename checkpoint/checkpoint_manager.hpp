@@ -142,6 +142,10 @@ class CheckpointManager {
   std::vector<CheckpointInfo> list() const;
   // Returns the highest-numbered committed checkpoint, if any.
   std::optional<std::filesystem::path> latest() const;
+  // Returns the committed checkpoints numbered next_iteration() or more (local listing): the
+  // next automatic save would fail on them, since saving never overwrites (after loading an
+  // older checkpoint, say).
+  std::vector<CheckpointInfo> in_the_way() const;
   // Returns the manifest of `dir` after checking every file's size and XXH3-128 against it
   // (verify_checkpoint; local, no HDF5). Throws CheckpointError naming the damaged file.
   Manifest verify(const std::filesystem::path& dir) const;

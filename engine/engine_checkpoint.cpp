@@ -364,16 +364,13 @@ Engine::LoadReport Engine::load_state(const fs::path& dir) {
     std::string warning;
     if (comm_.rank() == 0) {
       static_cast<void>(checkpoint::capture_error([&] {
-        const std::int64_t next = manager.next_iteration();
         std::string newer;
-        for (const checkpoint::CheckpointInfo& c :
-             checkpoint::list_checkpoints(manager.checkpoints_dir())) {
-          if (c.number < next) continue;
+        for (const checkpoint::CheckpointInfo& c : manager.in_the_way()) {
           newer += (newer.empty() ? "" : ", ") + c.dir.filename().string();
         }
         if (newer.empty()) return;
         warning = "newer checkpoints exist (" + newer + "): the next automatic save, checkpoint_" +
-                  std::to_string(next) + ", will fail; remove them before saving";
+                  std::to_string(manager.next_iteration()) + ", will fail; remove them before saving";
       }));
     }
     warning = checkpoint::broadcast_string(comm_, warning, 0);

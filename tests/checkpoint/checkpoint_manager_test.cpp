@@ -399,11 +399,15 @@ TEST_F(CheckpointManagerTest, NumberingContinuesAfterRestartAndLoad) {
   const LoadedCheckpoint latest = second.load_latest(comm_);
   EXPECT_EQ(latest.dir.filename(), "checkpoint_2");
   EXPECT_EQ(second.next_iteration(), 3);
+  EXPECT_TRUE(second.in_the_way().empty());
   EXPECT_EQ(second.save(make_state(comm_.rank(), 3), comm_).number, 3);
 
   // After loading checkpoint_1 the next save is checkpoint_2, which exists: never overwritten.
   (void)second.load(second.checkpoints_dir() / "checkpoint_1", comm_);
   EXPECT_EQ(second.next_iteration(), 2);
+  std::vector<std::int64_t> taken;
+  for (const CheckpointInfo& c : second.in_the_way()) taken.push_back(c.number);
+  EXPECT_EQ(taken, (std::vector<std::int64_t>{2, 3}));
   const std::string msg = error_of([&] { second.save(make_state(comm_.rank(), 9), comm_); });
   EXPECT_NE(msg.find("checkpoint_2' already exists"), std::string::npos) << msg;
   EXPECT_EQ(numbers(second), (std::vector<std::int64_t>{0, 1, 2, 3}));
