@@ -7,8 +7,6 @@
 
 #include "mpitrain/engine/gradient_sync.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,28 +17,14 @@
 #include <string_view>
 #include <vector>
 
+#include "mpitrain/nn/aligned_storage.hpp"
+
 namespace mpitrain {
 namespace {
 
 constexpr std::size_t kAlignFloats = 16;  // 64 bytes: buckets never share a cache line
-// Buffers of at least this many bytes are aligned to it and ask for transparent huge pages
-// (as nn::Tensor does): the reductions stream through them, and with 4 KiB pages every 4 KiB
-// costs a TLB miss in the kernels and a page to pin in MPI's single-copy transfers.
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 std::size_t align_up(std::size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
-
-// Returns uninitialised storage of `bytes` bytes (> 0), 64-byte aligned, to release with
-// std::free.
-void* allocate(std::size_t bytes) {
-  const std::size_t align = bytes >= kHugePage ? kHugePage : 64;
-  const std::size_t rounded = (bytes + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  // Advice only: where THP is off or madvise fails, the memory works the same.
-  if (align == kHugePage) ::madvise(p, rounded, MADV_HUGEPAGE);
-  return p;
-}
 
 }  // namespace
 
@@ -109,13 +93,13 @@ GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stre
     offset = align_up(offset);
   }
   storage_count_ = std::max<std::size_t>(offset, kAlignFloats);
-  storage_.reset(static_cast<float*>(allocate(storage_count_ * sizeof(float))));
+  storage_.reset(static_cast<float*>(nn::allocate_aligned(storage_count_ * sizeof(float))));
   std::fill_n(storage_.get(), storage_count_, 0.0f);
 
   if (options_.comm_dtype != DType::f32) {
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       const std::size_t count = buckets_[b].count + (b + 1 == buckets_.size() ? 1 : 0);
-      auto* w = static_cast<std::uint16_t*>(allocate(count * sizeof(std::uint16_t)));
+      auto* w = static_cast<std::uint16_t*>(nn::allocate_aligned(count * sizeof(std::uint16_t)));
       wire_.emplace_back(w);
       std::fill_n(w, count, std::uint16_t{0});  // touched once here, not in the first step
       wire_count_.push_back(count);

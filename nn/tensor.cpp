@@ -1,33 +1,21 @@
 #include "mpitrain/nn/tensor.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
-#include <new>
 #include <stdexcept>
+
+#include "mpitrain/nn/aligned_storage.hpp"
 
 namespace mpitrain::nn {
 namespace {
 
-constexpr std::size_t kAlignment = 64;  // bytes: a cache line, and full AVX-512 vectors
-// Storage of at least this many bytes is aligned to it and asks for transparent huge pages:
-// first touching a large tensor (a loaded checkpoint, an optimizer's moments) then takes one
-// page fault per 2 MiB instead of one per 4 KiB (600 MB of new tensors: 0.29 -> 0.1 s), and
-// GEMMs over large weights miss the TLB less.
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
-
-// Returns storage for n floats, zero-filled unless `zero` is false.
+// Returns storage for n floats (huge pages for large tensors: a loaded checkpoint, an
+// optimizer's moments), zero-filled unless `zero` is false.
 float* allocate(std::size_t n, bool zero = true) {
   if (n == 0) return nullptr;
-  const std::size_t align = n * sizeof(float) >= kHugePage ? kHugePage : kAlignment;
-  const std::size_t bytes = (n * sizeof(float) + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, bytes);
-  if (p == nullptr) throw std::bad_alloc();
-  // Advice only: where THP is off or madvise fails, the memory works the same.
-  if (align == kHugePage) ::madvise(p, bytes, MADV_HUGEPAGE);
-  if (zero) std::fill_n(static_cast<float*>(p), n, 0.0f);
-  return static_cast<float*>(p);
+  auto* p = static_cast<float*>(allocate_aligned(n * sizeof(float)));
+  if (zero) std::fill_n(p, n, 0.0f);
+  return p;
 }
 
 }  // namespace
