@@ -50,7 +50,7 @@ float as_float(float16 x) { return to_float(x); }
 
 template <class T>
 std::size_t check_allreduce(const Communicator& comm, std::size_t count, ReduceOp op,
-                            AllreduceAlgorithm algo) {
+                            std::string_view algo) {
   std::vector<T> data(count);
   for (std::size_t i = 0; i < count; ++i) data[i] = from_float<T>(input(comm.rank(), i));
   comm.allreduce(std::span<T>(data), op, algo);
@@ -75,7 +75,7 @@ long long run_self_check(const Communicator& comm, std::FILE* out) {
     if (main) std::fprintf(out, "  %-40s %lld\n", what.c_str(), static_cast<long long>(all));
   };
   const std::size_t counts[] = {0, 1, 7, 1000, 262147};
-  for (AllreduceAlgorithm algo : all_allreduce_algorithms()) {
+  for (std::string_view algo : algorithm_names(Collective::allreduce)) {
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
       std::size_t bad32 = 0, bad_bf = 0, bad_h = 0;
       for (std::size_t n : counts) {
@@ -83,7 +83,7 @@ long long run_self_check(const Communicator& comm, std::FILE* out) {
         bad_bf += check_allreduce<bfloat16>(comm, n, op, algo);
         bad_h += check_allreduce<float16>(comm, n, op, algo);
       }
-      const std::string name = "allreduce " + std::string(to_string(op)) + " " + std::string(to_string(algo));
+      const std::string name = "allreduce " + std::string(to_string(op)) + " " + std::string(algo);
       report(name + " f32", bad32);
       report(name + " bf16", bad_bf);
       report(name + " f16", bad_h);
@@ -121,7 +121,7 @@ long long run_self_check(const Communicator& comm, std::FILE* out) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<float> data(count, 1.0f);
     double seconds[2] = {0.0, 0.0};
-    const AllreduceAlgorithm algos[2] = {AllreduceAlgorithm::default_, AllreduceAlgorithm::mpi};
+    const std::string_view algos[2] = {kDefaultAlgorithm, "mpi"};
     const int iters = bytes >= (1u << 20) ? 5 : 50;
     for (int a = 0; a < 2; ++a) {
       comm.allreduce(std::span<float>(data), ReduceOp::sum, algos[a]);  // warm-up

@@ -105,33 +105,31 @@ std::size_t parse_bytes(const std::string& flag, const std::string& text) {
 
 // The algorithms of a run. "mpi" is always first: every row is compared with it.
 struct Algo {
-  std::string name;
-  AllreduceAlgorithm allreduce = AllreduceAlgorithm::mpi;  // used by --op allreduce only
+  std::string name;  // as the Communicator takes it (--op allreduce); the MPI call otherwise
 };
 
 std::vector<Algo> parse_algos(Op op, const std::string& text) {
-  std::vector<Algo> algos{{"mpi", AllreduceAlgorithm::mpi}};
+  std::vector<Algo> algos{{"mpi"}};
   if (op == Op::allreduce) {
     if (text == "all") {
-      for (AllreduceAlgorithm a : all_allreduce_algorithms()) {
-        if (a != AllreduceAlgorithm::mpi) algos.push_back({std::string(to_string(a)), a});
+      for (std::string_view a : algorithm_names(Collective::allreduce)) {
+        if (a != "mpi") algos.push_back({std::string(a)});
       }
       return algos;
     }
-    AllreduceAlgorithm a{};
     try {
-      a = parse_allreduce_algorithm(text);
+      require_algorithm(Collective::allreduce, text);
     } catch (const std::invalid_argument& e) {
       throw UsageError(std::string("--algo: ") + e.what() + " (or all)");
     }
-    if (a != AllreduceAlgorithm::mpi) algos.push_back({text, a});
+    if (text != "mpi") algos.push_back({text});
     return algos;
   }
   // The other collectives have one implementation, the MPI call; "default" (what the engine
   // uses) names the same call, so its row measures the noise between two identical runs.
   if (text == "all" || text == "mpi") return algos;
   if (text == "default") {
-    algos.push_back({"default", AllreduceAlgorithm::mpi});
+    algos.push_back({"default"});
     return algos;
   }
   throw UsageError("--algo: unknown algorithm '" + text + "' for this collective (valid: " +
@@ -438,7 +436,7 @@ class Bench {
   void execute(Buffers& b, const Algo& a) const {
     switch (op_) {
       case Op::allreduce:
-        comm_.allreduce(b.send.data(), b.recv.data(), b.count, b.type, ReduceOp::sum, a.allreduce);
+        comm_.allreduce(b.send.data(), b.recv.data(), b.count, b.type, ReduceOp::sum, a.name);
         return;
       case Op::reduce_scatter:
         comm_.reduce_scatter(b.send.data(), b.recv.data(), b.block, b.type, ReduceOp::sum);

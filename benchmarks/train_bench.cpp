@@ -179,7 +179,7 @@ struct Options {
   std::string optimizer = "adamw";
   double bucket_cap_mb = EngineConfig{}.bucket_cap_mb;
   double first_bucket_mb = EngineConfig{}.first_bucket_mb;
-  AllreduceAlgorithm algorithm = AllreduceAlgorithm::default_;
+  std::string algorithm{kDefaultAlgorithm};
   std::size_t blas_threads = 1;
   bool baseline_one_rank = false;
 };
@@ -503,7 +503,8 @@ int main(int argc, char** argv) {
       return e.get_exit_code() == 0 ? 0 : 2;
     }
 
-    opts.algorithm = parse_allreduce_algorithm(algo);
+    require_algorithm(Collective::allreduce, algo);
+    opts.algorithm = algo;
     opts.baseline_one_rank = baseline == "on";
     // Rank 0's world of one for the 1-rank baseline (not collective: the others make none).
     std::optional<Communicator> self;
@@ -529,7 +530,7 @@ int main(int argc, char** argv) {
                   "1-rank baseline %s\n",
                   comm.size(), comm.node_count(), opts.blas_threads, opts.optimizer.c_str(),
                   opts.bucket_cap_mb, opts.first_bucket_mb,
-                  std::string(to_string(opts.algorithm)).c_str(), opts.repeats, opts.steps,
+                  opts.algorithm.c_str(), opts.repeats, opts.steps,
                   opts.baseline_one_rank ? "on" : "off");
       std::printf("%-18s %6s %5s %5s %8s %8s %8s %9s %11s %11s %11s %13s %12s %9s %8s\n",
                   "model", "batch", "prec", "wire", "overlap", "buckets", "wire_MB", "step_ms",
@@ -576,7 +577,7 @@ int main(int argc, char** argv) {
       out << nlohmann::json{{"world_size", comm.size()}, {"blas_threads", opts.blas_threads},
                             {"optimizer", opts.optimizer}, {"bucket_cap_mb", opts.bucket_cap_mb},
                             {"first_bucket_mb", opts.first_bucket_mb},
-                            {"algo", to_string(opts.algorithm)},
+                            {"algo", opts.algorithm},
                             {"baseline_one_rank", opts.baseline_one_rank}, {"rows", rows}}
                  .dump(2)
           << "\n";

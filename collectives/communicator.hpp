@@ -10,6 +10,12 @@
 // std::invalid_argument naming the call and the rank.
 // Collectives must be called by every rank of the communicator in the same order, from one
 // thread at a time (the CommStream worker, or the main thread).
+//
+// Algorithms are chosen by name (collective.hpp lists them per collective); "default" lets
+// the communicator choose per call from its AlgorithmSelection (algorithm_selection.hpp).
+// A name that no algorithm of that collective has, or an algorithm that cannot run the call
+// (a 16-bit average through reduce_bcast, a nonblocking ring), throws std::invalid_argument
+// naming the call, the rank and the reason, before anything is sent.
 
 #include <atomic>
 #include <cstddef>
@@ -20,44 +26,19 @@
 #include <string_view>
 #include <vector>
 
+#include "mpitrain/collectives/algorithm_selection.hpp"
+#include "mpitrain/collectives/collective.hpp"
 #include "mpitrain/collectives/dtype.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
+#include "mpitrain/collectives/request.hpp"
 
 namespace mpitrain {
 
-// The allreduce algorithms selectable by name. `default` is what the engine uses: the
-// fastest measured choice per type (see collectives/communicator.cpp for the rule).
-enum class AllreduceAlgorithm : std::uint8_t { default_, mpi, ring };
-
-// Returns "default", "mpi" or "ring".
-std::string_view to_string(AllreduceAlgorithm algo) noexcept;
-// Returns the algorithm named `name`; throws std::invalid_argument listing the valid names.
-AllreduceAlgorithm parse_allreduce_algorithm(std::string_view name);
-// Returns every algorithm, in the order benchmarks list them.
-std::span<const AllreduceAlgorithm> all_allreduce_algorithms() noexcept;
-
-// A nonblocking collective in flight. Destroying an unfinished Request waits for it.
-class Request {
- public:
-  Request() noexcept;  // an empty request: already complete
-  Request(Request&&) noexcept;
-  Request& operator=(Request&&) noexcept;
-  Request(const Request&) = delete;
-  Request& operator=(const Request&) = delete;
-  ~Request();
-
-  // Returns once the collective has completed; throws MpiError if it failed.
-  void wait();
-  // Returns true when the collective has completed (and finishes any post-processing).
-  bool test();
-
-  struct State;  // implementation detail (MPI requests, buffers to release, finishers)
-
- private:
-  explicit Request(std::unique_ptr<State> state);
-  friend class Communicator;
-  std::unique_ptr<State> state_;
-};
+namespace detail {
+struct CollectiveArgs;
+struct CommContext;
+class Algorithm;
+}  // namespace detail
 
 class Communicator {
  public:
@@ -96,17 +77,26 @@ class Communicator {
   // per collective call (blocking or not), however many MPI calls it takes.
   std::uint64_t collectives_issued() const noexcept { return issued_.load(); }
 
-  // Returns the algorithm AllreduceAlgorithm::default_ runs for this count, type and op
-  // (never default_). Every rank resolves the same way, as the rule uses only its arguments
-  // and size().
-  AllreduceAlgorithm default_allreduce_algorithm(std::size_t count, DType type,
-                                                 ReduceOp op) const noexcept;
+  // Returns the name of the algorithm "default" runs for a blocking allreduce of this count,
+  // type and op (never "default"). Every rank resolves the same way: the selection uses only
+  // the arguments, size() and the selection table, which every rank holds alike.
+  std::string_view default_allreduce_algorithm(std::size_t count, DType type,
+                                               ReduceOp op) const;
 
-  // Returns the algorithm allreduce(std::span<float>, op, wire, default_) runs for this count
-  // (fp32 values), wire type and op (never default_); as default_allreduce_algorithm, from
-  // the arguments and size() only.
-  AllreduceAlgorithm default_wire_allreduce_algorithm(std::size_t count, DType wire,
-                                                      ReduceOp op) const noexcept;
+  // Returns the name of the algorithm allreduce(std::span<float>, op, wire, "default") runs
+  // for this count (fp32 values), wire type and op; as default_allreduce_algorithm.
+  std::string_view default_wire_allreduce_algorithm(std::size_t count, DType wire,
+                                                    ReduceOp op) const;
+
+  // Returns why the algorithm named `algo` cannot run `op` of `type` (and `reduce`) on this
+  // communicator, or an empty string when it can (tests and self-checks skip such pairs).
+  std::string cannot_run(std::string_view algo, Collective op, DType type,
+                         ReduceOp reduce = ReduceOp::sum) const;
+
+  // The rules "default" resolves by (AlgorithmSelection::builtin() unless replaced). Every
+  // rank must set the same table.
+  const AlgorithmSelection& algorithm_selection() const noexcept { return selection_; }
+  void set_algorithm_selection(AlgorithmSelection selection) { selection_ = std::move(selection); }
 
   // Returns the largest element count handed to one MPI call (INT_MAX unless lowered).
   // Longer buffers are split into pieces of at most this many elements.
@@ -127,7 +117,7 @@ class Communicator {
   // send == recv is in place. AVG divides the sum by size() (integers: truncating division;
   // bf16/f16: in fp32 before the final rounding).
   void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op,
-                 AllreduceAlgorithm algo = AllreduceAlgorithm::default_) const;
+                 std::string_view algo = kDefaultAlgorithm) const;
   // send holds size() * recv_count elements; rank r receives block r, reduced. send and recv
   // must not overlap.
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
@@ -145,7 +135,7 @@ class Communicator {
   // ---- fp32 data, 16-bit wire format ------------------------------------------------------
   // Allreduces the fp32 values of `data` in place, sending them as `wire`. f32 is the plain
   // allreduce above. For bf16 and f16 the result is, bit for bit, what converting `data` to
-  // `wire`, allreduce(...) of that 16-bit buffer with `algo` (default_ resolved by
+  // `wire`, allreduce(...) of that 16-bit buffer with `algo` ("default" resolved by
   // default_wire_allreduce_algorithm) and converting back give (a sum that meets two NaNs is
   // a quiet NaN either way, whose payload may come from either):
   //   ring  the fused ring (collectives/wire_ring_allreduce.hpp): same messages, same
@@ -159,7 +149,7 @@ class Communicator {
   // reduces the same buffers again and again keeps them); empty: the call allocates its own.
   // Throws std::invalid_argument for another wire type or a short scratch.
   void allreduce(std::span<float> data, ReduceOp op, DType wire,
-                 AllreduceAlgorithm algo = AllreduceAlgorithm::default_,
+                 std::string_view algo = kDefaultAlgorithm,
                  std::span<std::uint16_t> scratch = {}) const;
 
   // Nonblocking forms: same arguments and results as the blocking calls; the buffers must
@@ -167,9 +157,9 @@ class Communicator {
   // (MPI_Iallreduce, ...), which MPI progresses whenever this rank is inside MPI, and which
   // may complete in any order.
   //
-  // iallreduce runs MPI's algorithm only: `algo` may be mpi or default_ (which, for the
-  // nonblocking form, is MPI's algorithm for every type, 16-bit ones included); ring throws
-  // std::invalid_argument before anything is posted. Why: the ring is 2(n-1) dependent rounds
+  // iallreduce runs the algorithms that have a nonblocking form (mpi, reduce_bcast); "default"
+  // picks among those only (MPI's algorithm for every type, 16-bit ones included), and ring
+  // throws std::invalid_argument before anything is posted. Why: the ring is 2(n-1) dependent rounds
   // of point-to-point messages, each posted after the previous one arrived and was combined.
   // MPI knows nothing of that schedule, so a nonblocking ring could only advance inside its
   // own Request::test()/wait(): a rank blocked in another collective, or waiting on another
@@ -179,7 +169,7 @@ class Communicator {
   Request ibarrier() const;
   Request ibroadcast(void* data, std::size_t count, DType type, int root) const;
   Request iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op,
-                     AllreduceAlgorithm algo = AllreduceAlgorithm::mpi) const;
+                     std::string_view algo = kDefaultAlgorithm) const;
   Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
                           ReduceOp op) const;
   Request iallgather(const void* send, void* recv, std::size_t send_count, DType type) const;
@@ -195,13 +185,13 @@ class Communicator {
   }
   template <class T>
   void allreduce(std::span<const T> send, std::span<T> recv, ReduceOp op,
-                 AllreduceAlgorithm algo = AllreduceAlgorithm::default_) const {
+                 std::string_view algo = kDefaultAlgorithm) const {
     require_equal_sizes("allreduce", send.size(), recv.size());
     allreduce(send.data(), recv.data(), recv.size(), dtype_of_v<T>, op, algo);
   }
   template <class T>
   void allreduce(std::span<T> data, ReduceOp op,
-                 AllreduceAlgorithm algo = AllreduceAlgorithm::default_) const {
+                 std::string_view algo = kDefaultAlgorithm) const {
     allreduce(data.data(), data.data(), data.size(), dtype_of_v<T>, op, algo);
   }
   template <class T>
@@ -239,14 +229,19 @@ class Communicator {
   std::vector<std::string> allgather_strings(std::string_view text) const;
 
  private:
-  // The blocking allreduce without counting it in collectives_issued().
-  void allreduce_uncounted(const void* send, void* recv, std::size_t count, DType type,
-                           ReduceOp op, AllreduceAlgorithm algo) const;
+  // Runs `args` with the algorithm named `algo` (counted in collectives_issued()).
+  void run(const detail::CollectiveArgs& args, std::string_view algo) const;
+  // Starts `args` with the algorithm named `algo` (counted in collectives_issued()).
+  Request post(const detail::CollectiveArgs& args, std::string_view algo) const;
+  // Returns the algorithm `algo` names for `args` ("default" resolved); throws
+  // std::invalid_argument naming the call, the rank and why when none can run it.
+  const detail::Algorithm& resolve(const detail::CollectiveArgs& args, std::string_view algo,
+                                   bool nonblocking) const;
   // Throws std::invalid_argument naming the call and both sizes when they differ.
   void require_equal_sizes(std::string_view call, std::size_t expected, std::size_t got) const;
 
-  struct Handle;  // owns the MPI_Comm (and the node-local communicator)
-  std::unique_ptr<Handle> handle_;
+  std::unique_ptr<detail::CommContext> ctx_;  // the MPI objects
+  AlgorithmSelection selection_ = AlgorithmSelection::builtin();
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;

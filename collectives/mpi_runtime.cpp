@@ -7,7 +7,7 @@
 #include <string>
 
 #include "mpitrain/collectives/mpi_error.hpp"
-#include "mpitrain/collectives/scoped_errors_return.hpp"
+#include "mpitrain/collectives/detail/scoped_errors_return.hpp"
 
 namespace mpitrain {
 namespace {

@@ -97,6 +97,11 @@ void EngineConfig::validate() const {
     invalid("distributed.grad_comm_dtype", std::string(to_string(grad_comm_dtype)),
             "must be f32, bf16 or f16");
   }
+  try {
+    require_algorithm(Collective::allreduce, allreduce_algorithm);
+  } catch (const std::invalid_argument& e) {
+    invalid("distributed.allreduce_algorithm", "'" + allreduce_algorithm + "'", e.what());
+  }
   if (mixed_precision != Precision::fp32 && mixed_precision != Precision::bf16 &&
       mixed_precision != Precision::fp16) {
     invalid("training.mixed_precision", std::to_string(static_cast<int>(mixed_precision)),
@@ -131,7 +136,7 @@ std::vector<std::pair<std::string, std::string>> EngineConfig::cross_rank_settin
       {"distributed.first_bucket_mb", exact(first_bucket_mb)},
       {"distributed.overlap", boolean(overlap)},
       {"distributed.grad_comm_dtype", wire_name(grad_comm_dtype)},
-      {"distributed.allreduce_algorithm", std::string(to_string(allreduce_algorithm))},
+      {"distributed.allreduce_algorithm", allreduce_algorithm},
       {"distributed.unused_parameters", std::string(to_string(unused_parameters))},
       {"data.split_batches", boolean(split_batches)},
       {"data.even_batches", boolean(even_batches)},

@@ -61,7 +61,8 @@ struct EngineConfig {
   double first_bucket_mb = 1.0;  // MiB of the first bucket (starts communication early)
   bool overlap = true;           // reduce buckets during backward on the communication thread
   DType grad_comm_dtype = DType::f32;  // f32, bf16 or f16 on the wire; sums in fp32
-  AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::default_;
+  // a name of algorithm_names(Collective::allreduce): "default", "mpi", "ring", ...
+  std::string allreduce_algorithm{kDefaultAlgorithm};
   UnusedParameterPolicy unused_parameters = UnusedParameterPolicy::zero;
 
   // data.*

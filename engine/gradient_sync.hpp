@@ -71,7 +71,7 @@ struct GradientSyncOptions {
   std::size_t first_bucket_bytes = 1u << 20;
   bool overlap = true;
   DType comm_dtype = DType::f32;  // f32, bf16 or f16
-  AllreduceAlgorithm algorithm = AllreduceAlgorithm::default_;
+  std::string algorithm{kDefaultAlgorithm};  // an allreduce algorithm name
   UnusedParameterPolicy unused_parameters = UnusedParameterPolicy::zero;
 };
 

@@ -53,11 +53,11 @@ TEST_F(CommunicatorSelfTest, CollectivesReturnThisProcesssValues) {
   // Each world rank feeds its own world rank's inputs: the results must be those values,
   // reduced over one rank, whatever the other processes hold.
   const int me = runtime_.world_rank();
-  for (AllreduceAlgorithm algo : all_allreduce_algorithms()) {
+  for (std::string_view algo : algorithm_names(Collective::allreduce)) {
     for (DType t : kAllTypes) {
       for (ReduceOp op : kAllOps) {
         for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1001}}) {
-          SCOPED_TRACE(describe(t, op, count) + " " + std::string(to_string(algo)));
+          SCOPED_TRACE(describe(t, op, count) + " " + std::string(algo));
           Buffer b = inputs(t, me, count);
           Buffer out(count, t);
           out.poison();

@@ -2,7 +2,7 @@
 // (on every bit pattern), max/min semantics (NaN, signed zeros, operand order), integer
 // wrap-around and truncation, tails of every length, and out == b aliasing.
 
-#include "mpitrain/collectives/reduce_kernels.hpp"
+#include "mpitrain/collectives/detail/reduce_kernels.hpp"
 
 #include <gtest/gtest.h>
 

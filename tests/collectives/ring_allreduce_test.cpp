@@ -1,4 +1,4 @@
-// Ring allreduce (through Communicator::allreduce with AllreduceAlgorithm::ring): chunks
+// Ring allreduce (through Communicator::allreduce with algorithm "ring"): chunks
 // smaller than the world, uneven chunks, chunks spanning many pipelined segments, every type
 // and op, in place and out of place, bitwise identical on every rank, and the rounding of
 // 16-bit sums and averages.
@@ -13,7 +13,7 @@
 #include "collective_values.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
-#include "mpitrain/collectives/ring_allreduce.hpp"
+#include "mpitrain/collectives/detail/ring_allreduce.hpp"
 
 namespace mpitrain {
 namespace {
@@ -38,11 +38,11 @@ class RingAllreduceTest : public ::testing::Test {
     const Buffer send = inputs(t, rank(), count);
     Buffer out(count, t);
     out.poison();
-    comm_.allreduce(send.data(), out.data(), count, t, op, AllreduceAlgorithm::ring);
+    comm_.allreduce(send.data(), out.data(), count, t, op, "ring");
     EXPECT_EQ(mismatches(out, op, size()), 0u);
     EXPECT_TRUE(test::identical_on_all_ranks(comm_, out.data(), out.bytes.size()));
     Buffer inplace = inputs(t, rank(), count);
-    comm_.allreduce(inplace.data(), inplace.data(), count, t, op, AllreduceAlgorithm::ring);
+    comm_.allreduce(inplace.data(), inplace.data(), count, t, op, "ring");
     EXPECT_EQ(inplace.bytes, out.bytes);
   }
 
@@ -82,8 +82,8 @@ TEST_F(RingAllreduceTest, SameResultAsMpiForExactData) {
       const Buffer send = inputs(t, rank(), count);
       Buffer ring(count, t);
       Buffer mpi(count, t);
-      comm_.allreduce(send.data(), ring.data(), count, t, op, AllreduceAlgorithm::ring);
-      comm_.allreduce(send.data(), mpi.data(), count, t, op, AllreduceAlgorithm::mpi);
+      comm_.allreduce(send.data(), ring.data(), count, t, op, "ring");
+      comm_.allreduce(send.data(), mpi.data(), count, t, op, "mpi");
       EXPECT_EQ(ring.bytes, mpi.bytes);
     }
   }
@@ -104,8 +104,8 @@ TEST_F(RingAllreduceTest, HalfPrecisionRoundsOncePerCombine) {
       xh[i] = to_float16(rank() == 0 ? a[i] : b[i]);
     }
   }
-  comm_.allreduce<bfloat16>(xb, ReduceOp::sum, AllreduceAlgorithm::ring);
-  comm_.allreduce<float16>(xh, ReduceOp::sum, AllreduceAlgorithm::ring);
+  comm_.allreduce<bfloat16>(xb, ReduceOp::sum, "ring");
+  comm_.allreduce<float16>(xh, ReduceOp::sum, "ring");
   for (std::size_t i = 0; i < a.size(); ++i) {
     const float bb = size() > 1 ? to_float(to_bfloat16(b[i])) : 0.0f;
     const float hb = size() > 1 ? to_float(to_float16(b[i])) : 0.0f;

@@ -2,7 +2,7 @@
 // its error code (no abort); afterwards the host's handler is back, whichever it was. The
 // Communicator constructors use it on the communicator they duplicate.
 
-#include "mpitrain/collectives/scoped_errors_return.hpp"
+#include "mpitrain/collectives/detail/scoped_errors_return.hpp"
 
 #include <gtest/gtest.h>
 #include <mpi.h>

@@ -22,7 +22,7 @@
 #include "collective_values.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
-#include "mpitrain/collectives/ring_schedule.hpp"
+#include "mpitrain/collectives/detail/ring_schedule.hpp"
 
 namespace mpitrain {
 namespace {
@@ -30,8 +30,8 @@ namespace {
 using test::describe;
 
 constexpr DType kWires[] = {DType::bf16, DType::f16};
-constexpr AllreduceAlgorithm kAlgos[] = {AllreduceAlgorithm::ring, AllreduceAlgorithm::mpi,
-                                         AllreduceAlgorithm::default_};
+constexpr std::string_view kAlgos[] = {std::string_view("ring"), std::string_view("mpi"),
+                                         kDefaultAlgorithm};
 
 std::uint16_t narrow(DType wire, float x) {
   return wire == DType::bf16 ? to_bfloat16(x).bits : to_float16(x).bits;
@@ -69,7 +69,7 @@ class WireRingAllreduceTest : public ::testing::Test {
   // Returns what converting x to `wire`, allreducing the 16-bit buffer with `algo` and
   // converting back gives (scalar conversions of precision/).
   std::vector<float> reference(std::vector<float> x, ReduceOp op, DType wire,
-                               AllreduceAlgorithm algo) const {
+                               std::string_view algo) const {
     std::vector<std::uint16_t> w(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) w[i] = narrow(wire, x[i]);
     comm_.allreduce(w.data(), w.data(), w.size(), wire, op, algo);
@@ -78,9 +78,9 @@ class WireRingAllreduceTest : public ::testing::Test {
   }
 
   // Returns the algorithm a 16-bit allreduce must use to give the fused call's result.
-  AllreduceAlgorithm resolved(AllreduceAlgorithm algo, std::size_t count, DType wire,
+  std::string_view resolved(std::string_view algo, std::size_t count, DType wire,
                               ReduceOp op) const {
-    return algo == AllreduceAlgorithm::default_
+    return algo == kDefaultAlgorithm
                ? comm_.default_wire_allreduce_algorithm(count, wire, op)
                : algo;
   }
@@ -88,8 +88,8 @@ class WireRingAllreduceTest : public ::testing::Test {
   // Runs the fused allreduce on x and checks it bit for bit against the reference, and
   // across ranks.
   void check_against_reference(const std::vector<float>& x, ReduceOp op, DType wire,
-                               AllreduceAlgorithm algo) {
-    SCOPED_TRACE(describe(wire, op, x.size()) + " algo " + std::string(to_string(algo)));
+                               std::string_view algo) {
+    SCOPED_TRACE(describe(wire, op, x.size()) + " algo " + std::string(algo));
     const std::vector<float> expected = reference(x, op, wire, resolved(algo, x.size(), wire, op));
     std::vector<float> got = x;
     comm_.allreduce(std::span<float>(got), op, wire, algo);
@@ -118,10 +118,10 @@ class WireRingAllreduceTest : public ::testing::Test {
 TEST_F(WireRingAllreduceTest, InputsAreRoundedBeforeTheyTravel) {
   for (DType wire : kWires) {
     for (ReduceOp op : test::kAllOps) {
-      for (AllreduceAlgorithm algo : kAlgos) {
+      for (std::string_view algo : kAlgos) {
         for (std::size_t count : {std::size_t{0}, std::size_t{1}, n() - 1, n(), n() + 1,
                                   2 * n() + 1, std::size_t{1001}, 3 * kSeg + 7}) {
-          SCOPED_TRACE(describe(wire, op, count) + " algo " + std::string(to_string(algo)));
+          SCOPED_TRACE(describe(wire, op, count) + " algo " + std::string(algo));
           std::vector<float> x(count);
           for (std::size_t i = 0; i < count; ++i) x[i] = exact_after_rounding(rank(), i);
           comm_.allreduce(std::span<float>(x), op, wire, algo);
@@ -140,7 +140,7 @@ TEST_F(WireRingAllreduceTest, InputsAreRoundedBeforeTheyTravel) {
 TEST_F(WireRingAllreduceTest, SameBitsAsConvertAllreduceConvert) {
   for (DType wire : kWires) {
     for (ReduceOp op : test::kAllOps) {
-      for (AllreduceAlgorithm algo : kAlgos) {
+      for (std::string_view algo : kAlgos) {
         for (std::size_t count : {std::size_t{0}, std::size_t{1}, n() - 1, n() + 1, 2 * n() + 1,
                                   std::size_t{1001}, std::size_t{77777}}) {
           check_against_reference(inexact_inputs(count), op, wire, algo);
@@ -157,12 +157,12 @@ TEST_F(WireRingAllreduceTest, ChunksOfManySegments) {
   for (DType wire : kWires) {
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
       check_against_reference(inexact_inputs((4 * kSeg + 5) * n() + 3), op, wire,
-                              AllreduceAlgorithm::ring);
+                              "ring");
       check_against_reference(inexact_inputs(2 * kSeg * n() + 1), op, wire,
-                              AllreduceAlgorithm::ring);
+                              "ring");
     }
     check_against_reference(inexact_inputs(kSeg * n() - 1), ReduceOp::max, wire,
-                            AllreduceAlgorithm::ring);
+                            "ring");
   }
 }
 
@@ -174,8 +174,8 @@ TEST_F(WireRingAllreduceTest, RoundsOncePerCombine) {
   const std::vector<float> a = {1.0f + 0x1p-9f, 1.0f, 1.0f, 60000.0f, -3.5f, 0x1p-20f};
   const std::vector<float> b = {0.0f, 0x1p-8f, 0x3p-8f, 60000.0f, 0.25f + 0x1p-13f, 0x1p-20f};
   for (DType wire : kWires) {
-    for (AllreduceAlgorithm algo : kAlgos) {
-      SCOPED_TRACE(std::string(to_string(wire)) + " " + std::string(to_string(algo)));
+    for (std::string_view algo : kAlgos) {
+      SCOPED_TRACE(std::string(to_string(wire)) + " " + std::string(algo));
       std::vector<float> x(a.size(), 0.0f);
       if (rank() < 2) x = rank() == 0 ? a : b;
       comm_.allreduce(std::span<float>(x), ReduceOp::sum, wire, algo);
@@ -205,8 +205,8 @@ TEST_F(WireRingAllreduceTest, ScratchGivenOrNot) {
     std::vector<float> own = inexact_inputs(count);
     std::vector<float> given = own;
     std::vector<std::uint16_t> scratch(count + 5, 0xA5A5);
-    comm_.allreduce(std::span<float>(own), ReduceOp::sum, wire, AllreduceAlgorithm::ring);
-    comm_.allreduce(std::span<float>(given), ReduceOp::sum, wire, AllreduceAlgorithm::ring,
+    comm_.allreduce(std::span<float>(own), ReduceOp::sum, wire, "ring");
+    comm_.allreduce(std::span<float>(given), ReduceOp::sum, wire, "ring",
                     std::span<std::uint16_t>(scratch));
     EXPECT_EQ(std::memcmp(own.data(), given.data(), count * sizeof(float)), 0) << to_string(wire);
   }
@@ -217,23 +217,23 @@ TEST_F(WireRingAllreduceTest, FloatWireIsThePlainAllreduce) {
   for (ReduceOp op : test::kAllOps) {
     std::vector<float> x = inexact_inputs(count);
     std::vector<float> plain = x;
-    comm_.allreduce(std::span<float>(x), op, DType::f32, AllreduceAlgorithm::default_);
-    comm_.allreduce(std::span<float>(plain), op, AllreduceAlgorithm::default_);
+    comm_.allreduce(std::span<float>(x), op, DType::f32, kDefaultAlgorithm);
+    comm_.allreduce(std::span<float>(plain), op, kDefaultAlgorithm);
     EXPECT_EQ(std::memcmp(x.data(), plain.data(), count * sizeof(float)), 0) << to_string(op);
   }
 }
 
 TEST_F(WireRingAllreduceTest, OneCollectivePerCallAndArgumentErrors) {
   std::vector<float> x(100, 1.0f);
-  for (AllreduceAlgorithm algo : kAlgos) {
+  for (std::string_view algo : kAlgos) {
     const std::uint64_t before = comm_.collectives_issued();
     comm_.allreduce(std::span<float>(x), ReduceOp::sum, DType::bf16, algo);
     comm_.allreduce(std::span<float>(x.data(), 0), ReduceOp::sum, DType::f16, algo);
-    EXPECT_EQ(comm_.collectives_issued() - before, 2u) << to_string(algo);
+    EXPECT_EQ(comm_.collectives_issued() - before, 2u) << algo;
   }
   std::vector<std::uint16_t> short_scratch(99);
   EXPECT_THROW(comm_.allreduce(std::span<float>(x), ReduceOp::sum, DType::bf16,
-                               AllreduceAlgorithm::ring, std::span<std::uint16_t>(short_scratch)),
+                               "ring", std::span<std::uint16_t>(short_scratch)),
                std::invalid_argument);
   EXPECT_THROW(comm_.allreduce(std::span<float>(x), ReduceOp::sum, DType::i32),
                std::invalid_argument);
@@ -244,10 +244,10 @@ TEST_F(WireRingAllreduceTest, DefaultRule) {
   for (DType wire : kWires) {
     for (ReduceOp op : test::kAllOps) {
       for (std::size_t count : {std::size_t{1}, std::size_t{1} << 12, std::size_t{1} << 21}) {
-        const AllreduceAlgorithm a = comm_.default_wire_allreduce_algorithm(count, wire, op);
-        EXPECT_NE(a, AllreduceAlgorithm::default_);
+        const std::string_view a = comm_.default_wire_allreduce_algorithm(count, wire, op);
+        EXPECT_NE(a, kDefaultAlgorithm);
         if (size() == 1) {
-          EXPECT_EQ(a, AllreduceAlgorithm::mpi);
+          EXPECT_EQ(a, "mpi");
         }
       }
     }
@@ -258,11 +258,11 @@ TEST_F(WireRingAllreduceTest, DefaultRule) {
     // 4 MiB of bf16: the 16-bit default runs MPI there, fp32 data runs the fused ring (MPI
     // would need two conversion passes); 1 KiB runs MPI either way.
     EXPECT_EQ(comm_.default_allreduce_algorithm(1 << 21, DType::bf16, ReduceOp::sum),
-              AllreduceAlgorithm::mpi);
+              "mpi");
     EXPECT_EQ(comm_.default_wire_allreduce_algorithm(1 << 21, DType::bf16, ReduceOp::sum),
-              AllreduceAlgorithm::ring);
+              "ring");
     EXPECT_EQ(comm_.default_wire_allreduce_algorithm(512, DType::bf16, ReduceOp::sum),
-              AllreduceAlgorithm::mpi);
+              "mpi");
   }
 }
 

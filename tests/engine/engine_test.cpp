@@ -740,7 +740,7 @@ TEST_F(EngineTest, SettingsThatDifferAcrossRanksAreReportedOnEveryRank) {
       {"distributed.grad_comm_dtype", [](EngineConfig& c) { c.grad_comm_dtype = DType::bf16; },
        "fp32", "bf16"},
       {"distributed.allreduce_algorithm",
-       [](EngineConfig& c) { c.allreduce_algorithm = AllreduceAlgorithm::ring; }, "default", "ring"},
+       [](EngineConfig& c) { c.allreduce_algorithm = "ring"; }, "default", "ring"},
       {"distributed.unused_parameters",
        [](EngineConfig& c) { c.unused_parameters = UnusedParameterPolicy::error; }, "zero", "error"},
       // Off, save_state() throws before the manager's first broadcast: the ranks where it

@@ -12,13 +12,13 @@
 //     widens the result into the data.
 //   allgather step s: send chunk rank+1-s from the image, receive chunk rank-s into the image
 //     segment by segment and widen each segment into the data as it arrives.
-#include "mpitrain/collectives/wire_ring_allreduce.hpp"
+#include "mpitrain/collectives/detail/wire_ring_allreduce.hpp"
 
 #include <algorithm>
 #include <array>
 #include <vector>
 
-#include "mpitrain/collectives/reduce_kernels.hpp"
+#include "mpitrain/collectives/detail/reduce_kernels.hpp"
 
 namespace mpitrain::detail {
 namespace {

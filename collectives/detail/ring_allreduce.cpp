@@ -4,15 +4,15 @@
 // much, and combines (n-1)/n * B bytes of elements. Per step, the chunk a rank receives is
 // split into segments of kRingSegmentBytes; a few segments are in flight while the rank
 // combines the one that arrived, so the combine reads data that is still in cache.
-#include "mpitrain/collectives/ring_allreduce.hpp"
+#include "mpitrain/collectives/detail/ring_allreduce.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <vector>
 
-#include "mpitrain/collectives/reduce_kernels.hpp"
-#include "mpitrain/collectives/ring_schedule.hpp"
+#include "mpitrain/collectives/detail/reduce_kernels.hpp"
+#include "mpitrain/collectives/detail/ring_schedule.hpp"
 
 namespace mpitrain::detail {
 namespace {

@@ -29,7 +29,7 @@
 #include <cstdint>
 
 #include "mpitrain/collectives/dtype.hpp"
-#include "mpitrain/collectives/ring_schedule.hpp"
+#include "mpitrain/collectives/detail/ring_schedule.hpp"
 
 namespace mpitrain::detail {
 

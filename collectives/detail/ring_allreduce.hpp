@@ -1,6 +1,6 @@
 #pragma once
 // Ring allreduce over point-to-point messages (internal to collectives/; Communicator::allreduce
-// with AllreduceAlgorithm::ring, and the default for large bf16/f16 buffers, call it).
+// with the "ring" algorithm, and the default for large bf16/f16 buffers, call it).
 // wire_ring_allreduce.hpp is its variant for fp32 data sent as bf16/f16.
 //
 // Cost for n ranks and a buffer of B bytes: 2(n-1) steps (n-1 reduce-scatter steps, then n-1
@@ -17,7 +17,7 @@
 #include <cstddef>
 
 #include "mpitrain/collectives/dtype.hpp"
-#include "mpitrain/collectives/ring_schedule.hpp"  // kRingSegmentBytes
+#include "mpitrain/collectives/detail/ring_schedule.hpp"  // kRingSegmentBytes
 
 namespace mpitrain::detail {
 

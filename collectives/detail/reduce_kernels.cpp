@@ -1,6 +1,6 @@
 // Element-wise reduction kernels (see reduce_kernels.hpp). Cost: one memory-bound pass per
 // call; per element one fp32 add (16-bit formats: plus two widenings and one rounding).
-#include "mpitrain/collectives/reduce_kernels.hpp"
+#include "mpitrain/collectives/detail/reduce_kernels.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -1,0 +1,36 @@
+// The table of algorithms. Adding an algorithm: its own files and one line here.
+
+#include "mpitrain/collectives/detail/algorithm_registry.hpp"
+
+#include <array>
+
+#include "mpitrain/collectives/detail/mpi_algorithm.hpp"
+#include "mpitrain/collectives/detail/reduce_broadcast_algorithm.hpp"
+#include "mpitrain/collectives/detail/ring_algorithm.hpp"
+
+namespace mpitrain::detail {
+namespace {
+
+// Algorithms hold no state: one constant instance each.
+const MpiAlgorithm kMpi;
+const RingAlgorithm kRing;
+const ReduceBroadcastAlgorithm kReduceBroadcast;
+
+const std::array<const Algorithm*, 3> kTable = {
+    &kMpi,
+    &kRing,
+    &kReduceBroadcast,
+};
+
+}  // namespace
+
+std::span<const Algorithm* const> algorithms() noexcept { return kTable; }
+
+const Algorithm* find_algorithm(Collective op, std::string_view name) noexcept {
+  for (const Algorithm* a : kTable) {
+    if (a->name() == name && a->implements(op)) return a;
+  }
+  return nullptr;
+}
+
+}  // namespace mpitrain::detail
