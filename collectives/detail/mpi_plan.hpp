@@ -9,7 +9,10 @@
 // emitter runs that work at once and reuses one staging buffer; the posting emitter keeps
 // every staging buffer and runs the work, in order, when the Request completes.
 //
-// Every count handed to an emitter is at most ctx.max_call (plans split longer buffers).
+// Every count handed to an emitter is at most ctx.max_call (plans split longer buffers). A
+// plan that is to be posted must issue calls that do not depend on each other's results:
+// posted calls may progress in any order (reduce_bcast, whose broadcast reads what its
+// reduce wrote, is therefore blocking only).
 
 #include <mpi.h>
 

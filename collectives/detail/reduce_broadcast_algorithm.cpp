@@ -1,5 +1,5 @@
 // ReduceBroadcastAlgorithm: one plan (reduce to rank 0 in pieces, then broadcast the pieces),
-// run blocking or posted.
+// run with the blocking emitter.
 
 #include "mpitrain/collectives/detail/reduce_broadcast_algorithm.hpp"
 
@@ -58,20 +58,15 @@ void plan(MpiEmitter& e, const CollectiveArgs& a) {
 
 }  // namespace
 
-std::string ReduceBroadcastAlgorithm::why_not_nonblocking(const CollectiveArgs& args) const {
-  return args.has_wire() ? "fp32 data with a 16-bit wire has no nonblocking form" : "";
+std::string ReduceBroadcastAlgorithm::why_not_nonblocking(const CollectiveArgs&) const {
+  return "its broadcast reads what its reduce wrote, and posted calls may progress in any "
+         "order, so it has no nonblocking form";
 }
 
 void ReduceBroadcastAlgorithm::run(const CommContext& ctx, const CollectiveArgs& args) const {
   if (args.has_wire()) return run_wire_by_conversion(ctx, args);
   BlockingEmitter e(ctx, args.op, args.count);
   plan(e, args);
-}
-
-Request ReduceBroadcastAlgorithm::post(const CommContext& ctx, const CollectiveArgs& args) const {
-  PostingEmitter e(ctx, args.op, args.count);
-  plan(e, args);
-  return e.finish();
 }
 
 }  // namespace mpitrain::detail

@@ -1,0 +1,98 @@
+// AlgorithmSelection: rule matching (types, ops, wire, ranks, byte bounds scaled per peer), the
+// first rule wins, rules whose algorithm cannot run the call are passed over, and "mpi" is
+// the fallback. Single-process: no communicator involved.
+
+#include <gtest/gtest.h>
+
+#include <string_view>
+
+#include "mpitrain/collectives/algorithm_selection.hpp"
+#include "mpitrain/collectives/collective.hpp"
+
+namespace mpitrain {
+namespace {
+
+SelectionQuery query(DType type, ReduceOp op, std::size_t bytes, int ranks, bool wire = false) {
+  SelectionQuery q;
+  q.type = type;
+  q.reduce = op;
+  q.bytes = bytes;
+  q.ranks = ranks;
+  q.wire = wire;
+  return q;
+}
+
+const auto any_algorithm = [](std::string_view) { return true; };
+
+TEST(AlgorithmSelection, RuleBoundsScalePerPeer) {
+  SelectionRule r;
+  r.types = dtype_set({DType::bf16});
+  r.reduces = reduce_op_set({ReduceOp::sum});
+  r.min_bytes = 1000;
+  r.end_bytes = 2000;
+  r.bytes_per_peer = true;
+  r.algorithm = "ring";
+  EXPECT_TRUE(r.matches(query(DType::bf16, ReduceOp::sum, 1000, 2)));
+  EXPECT_FALSE(r.matches(query(DType::bf16, ReduceOp::sum, 999, 2)));
+  EXPECT_FALSE(r.matches(query(DType::bf16, ReduceOp::sum, 2000, 2)));
+  EXPECT_FALSE(r.matches(query(DType::bf16, ReduceOp::sum, 1999, 3)));  // [2000, 4000) at 3
+  EXPECT_TRUE(r.matches(query(DType::bf16, ReduceOp::sum, 3999, 3)));
+  EXPECT_FALSE(r.matches(query(DType::f16, ReduceOp::sum, 1500, 2)));
+  EXPECT_FALSE(r.matches(query(DType::bf16, ReduceOp::avg, 1500, 2)));
+  r.wire = SelectionRule::Wire::yes;
+  EXPECT_FALSE(r.matches(query(DType::bf16, ReduceOp::sum, 1500, 2)));
+  EXPECT_TRUE(r.matches(query(DType::bf16, ReduceOp::sum, 1500, 2, true)));
+}
+
+TEST(AlgorithmSelection, FirstRuleThatCanRunWinsElseMpi) {
+  SelectionRule a;
+  a.algorithm = "ring";
+  a.min_ranks = 2;
+  SelectionRule b;
+  b.algorithm = "reduce_bcast";
+  const AlgorithmSelection sel({a, b});
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 64, 2), any_algorithm), "ring");
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 64, 1), any_algorithm), "reduce_bcast");
+  const auto no_ring = [](std::string_view name) { return name != "ring"; };
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 64, 2), no_ring), "reduce_bcast");
+  const auto none = [](std::string_view) { return false; };
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 64, 2), none), "mpi");
+  SelectionQuery gather = query(DType::f32, ReduceOp::sum, 64, 2);
+  gather.op = Collective::allgather;
+  EXPECT_EQ(AlgorithmSelection({}).choose(gather, any_algorithm), "mpi");
+}
+
+TEST(AlgorithmSelection, BuiltinTable) {
+  const AlgorithmSelection sel = AlgorithmSelection::builtin();
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 64u << 20, 2), any_algorithm), "mpi");
+  EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 16u << 10, 2), any_algorithm), "ring");
+  EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2), any_algorithm), "mpi");
+  EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2, true), any_algorithm),
+            "ring");
+  EXPECT_EQ(sel.choose(query(DType::f16, ReduceOp::avg, 2u << 10, 2), any_algorithm), "ring");
+  EXPECT_EQ(sel.choose(query(DType::f16, ReduceOp::avg, 4u << 10, 3), any_algorithm), "ring");
+  EXPECT_EQ(sel.choose(query(DType::f16, ReduceOp::avg, (4u << 10) - 1, 3), any_algorithm), "mpi");
+  EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 1u << 30, 1), any_algorithm), "mpi");
+}
+
+TEST(CollectiveNames, RoundTripAndErrors) {
+  for (Collective c : {Collective::barrier, Collective::broadcast, Collective::allreduce,
+                       Collective::reduce_scatter, Collective::allgather, Collective::allgatherv,
+                       Collective::gather}) {
+    EXPECT_EQ(parse_collective(to_string(c)), c);
+    const auto names = algorithm_names(c);
+    ASSERT_GE(names.size(), 2u);
+    EXPECT_EQ(names[0], "default");
+    EXPECT_EQ(names[1], "mpi");
+  }
+  EXPECT_THROW(parse_collective("alltoall"), std::invalid_argument);
+  try {
+    require_algorithm(Collective::broadcast, "ring");
+    FAIL() << "broadcast accepted the ring";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "unknown broadcast algorithm 'ring' (valid: default, mpi)");
+  }
+}
+
+}  // namespace
+}  // namespace mpitrain
