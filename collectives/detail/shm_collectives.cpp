@@ -86,39 +86,82 @@ struct PieceIo {
   }
 };
 
+// Returns where rank q's input for a piece starting at element `first` lies: its workspace,
+// or its arena buffer when `offset` names one.
+const std::byte* piece_input(const ShmSegment& seg, int q, int b, std::uint64_t offset,
+                             std::size_t first, std::size_t elem_bytes) {
+  return offset == ShmSegment::kNoOffset ? seg.workspace_in(q, b)
+                                         : seg.peer_address(q, offset) + first * elem_bytes;
+}
+
+// One piece, symmetric: every rank combines the whole piece from every rank's workspace, in
+// rank order, so the result is the same everywhere with one synchronisation. Only when no
+// rank's input is in the arena (the result is written while peers may still read inputs).
+void allreduce_piece_symmetric(ShmSegment& seg, const PieceIo& io, std::size_t first,
+                               std::size_t m, int b, ReduceOp op,
+                               std::vector<const std::byte*>& inputs) {
+  for (int q = 0; q < seg.size(); ++q) inputs[static_cast<std::size_t>(q)] = seg.workspace_in(q, b);
+  if (io.user_bytes == dtype_bytes(io.type)) {
+    combine_in_rank_order(io.recv + first * io.user_bytes, inputs, m, io.type, op);
+  } else {
+    std::byte* out = seg.workspace_out(seg.rank(), b);
+    combine_in_rank_order(out, inputs, m, io.type, op);
+    io.copy_out(out, first, m);
+  }
+}
+
+// One piece, distributed: each rank combines its slice into its output workspace, publishes,
+// waits, and copies every rank's slice out.
+void allreduce_piece_distributed(ShmSegment& seg, const PieceIo& io, std::size_t first,
+                                 std::size_t m, int b, ReduceOp op,
+                                 const std::vector<std::uint64_t>& offsets,
+                                 std::vector<const std::byte*>& inputs, const char* name) {
+  const int n = seg.size();
+  const std::size_t eb = dtype_bytes(io.type);
+  const Slice mine = slice_of(m, n, seg.rank(), eb);
+  if (mine.count() > 0) {
+    for (int q = 0; q < n; ++q) {
+      inputs[static_cast<std::size_t>(q)] =
+          piece_input(seg, q, b, offsets[static_cast<std::size_t>(q)], first, eb) +
+          mine.begin * eb;
+    }
+    combine_in_rank_order(seg.workspace_out(seg.rank(), b) + mine.begin * eb, inputs,
+                          mine.count(), io.type, op);
+  }
+  seg.wait_all(seg.publish(), name);
+  for (int q = 0; q < n; ++q) {
+    const Slice s = slice_of(m, n, q, eb);
+    if (s.count() > 0) {
+      io.copy_out(seg.workspace_out(q, b) + s.begin * eb, first + s.begin, s.count());
+    }
+  }
+}
+
 // The allreduce over pieces; see shm_allreduce for the cost. `io.zero_copy` must match the
-// input offset this rank set.
+// input offset this rank set. Every rank takes the same path per piece: the choice depends
+// on the piece size and on the offsets, which every rank reads after the first stage.
 void allreduce_pieces(ShmSegment& seg, const PieceIo& io, std::size_t count, ReduceOp op,
                       const char* name) {
-  const int n = seg.size();
-  const int me = seg.rank();
   const std::size_t eb = dtype_bytes(io.type);
+  const auto n = static_cast<std::size_t>(seg.size());
   const std::size_t piece_max = seg.workspace_bytes() / eb;
   std::vector<std::uint64_t> offsets;
-  std::vector<const std::byte*> inputs(static_cast<std::size_t>(n));
+  bool any_zero_copy = false;
+  std::vector<const std::byte*> inputs(n);
   for (std::size_t first = 0; first < count; first += piece_max) {
     const std::size_t m = std::min(piece_max, count - first);
     const int b = seg.next_buffer();
-    io.copy_in(seg.workspace_in(me, b), first, m);
+    io.copy_in(seg.workspace_in(seg.rank(), b), first, m);
     seg.wait_all(seg.publish(), name);
-    if (offsets.empty()) offsets = input_offsets(seg);
-    const Slice mine = slice_of(m, n, me, eb);
-    if (mine.count() > 0) {
-      for (int q = 0; q < n; ++q) {
-        const std::uint64_t off = offsets[static_cast<std::size_t>(q)];
-        const std::byte* base = off == ShmSegment::kNoOffset
-                                    ? seg.workspace_in(q, b)
-                                    : seg.peer_address(q, off) + first * eb;
-        inputs[static_cast<std::size_t>(q)] = base + mine.begin * eb;
-      }
-      combine_in_rank_order(seg.workspace_out(me, b) + mine.begin * eb, inputs, mine.count(),
-                            io.type, op);
+    if (offsets.empty()) {
+      offsets = input_offsets(seg);
+      any_zero_copy = std::any_of(offsets.begin(), offsets.end(),
+                                  [](std::uint64_t o) { return o != ShmSegment::kNoOffset; });
     }
-    seg.wait_all(seg.publish(), name);
-    for (int q = 0; q < n; ++q) {
-      const Slice s = slice_of(m, n, q, eb);
-      if (s.count() > 0) io.copy_out(seg.workspace_out(q, b) + s.begin * eb, first + s.begin,
-                                     s.count());
+    if (!any_zero_copy && n * m * eb <= seg.symmetric_bytes()) {
+      allreduce_piece_symmetric(seg, io, first, m, b, op, inputs);
+    } else {
+      allreduce_piece_distributed(seg, io, first, m, b, op, offsets, inputs, name);
     }
   }
 }

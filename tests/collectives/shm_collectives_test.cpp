@@ -31,7 +31,9 @@ using test::mismatches;
 // Bytes of input per workspace: a piece holds 4096 / dtype_bytes elements.
 constexpr std::size_t kWorkspaceBytes = 4096;
 
-class ShmCollectivesTest : public ::testing::Test {
+// Parameter: ShmOptions::symmetric_bytes. 0 runs every allreduce piece slice by slice
+// (distributed); SIZE_MAX runs every piece that may be symmetric symmetrically.
+class ShmCollectivesTest : public ::testing::TestWithParam<std::size_t> {
  protected:
   int rank() const { return seg_.rank(); }
   int size() const { return seg_.size(); }
@@ -66,10 +68,11 @@ class ShmCollectivesTest : public ::testing::Test {
   }
 
   test::NodeComm node_;
-  ShmSegment seg_{node_.get(), ShmOptions{kWorkspaceBytes, {}}};
+  ShmSegment seg_{node_.get(),
+                  ShmOptions{.workspace_bytes = kWorkspaceBytes, .symmetric_bytes = GetParam()}};
 };
 
-TEST_F(ShmCollectivesTest, AllreduceClosedForm) {
+TEST_P(ShmCollectivesTest, AllreduceClosedForm) {
   for (DType t : kAllTypes) {
     for (ReduceOp op : kAllOps) {
       for (std::size_t count : counts(t)) {
@@ -80,7 +83,7 @@ TEST_F(ShmCollectivesTest, AllreduceClosedForm) {
   }
 }
 
-TEST_F(ShmCollectivesTest, ReduceScatterClosedForm) {
+TEST_P(ShmCollectivesTest, ReduceScatterClosedForm) {
   for (DType t : kAllTypes) {
     for (ReduceOp op : kAllOps) {
       for (std::size_t recv_count : counts(t)) {
@@ -97,7 +100,7 @@ TEST_F(ShmCollectivesTest, ReduceScatterClosedForm) {
   }
 }
 
-TEST_F(ShmCollectivesTest, AllgatherClosedForm) {
+TEST_P(ShmCollectivesTest, AllgatherClosedForm) {
   for (DType t : kAllTypes) {
     for (std::size_t send_count : counts(t)) {
       SCOPED_TRACE(describe(t, ReduceOp::sum, send_count));
@@ -121,7 +124,7 @@ TEST_F(ShmCollectivesTest, AllgatherClosedForm) {
   }
 }
 
-TEST_F(ShmCollectivesTest, BroadcastFromEveryRoot) {
+TEST_P(ShmCollectivesTest, BroadcastFromEveryRoot) {
   for (DType t : kAllTypes) {
     for (std::size_t count : counts(t)) {
       for (int root = 0; root < size(); ++root) {
@@ -146,7 +149,7 @@ float spread_value(int r, std::size_t i) {
   return sign * std::ldexp(1.0f + static_cast<float>((i + 3 * r) % 11) / 11.0f, k);
 }
 
-TEST_F(ShmCollectivesTest, SumsInRankOrder) {
+TEST_P(ShmCollectivesTest, SumsInRankOrder) {
   // f32: ((x0 + x1) + x2) + ...; bf16: the same with a rounding to bf16 at every combine;
   // avg divides the last combine by n (bf16: in fp32, one rounding).
   const std::size_t count = 3 * kWorkspaceBytes / 4 + 5;
@@ -177,7 +180,7 @@ TEST_F(ShmCollectivesTest, SumsInRankOrder) {
   }
 }
 
-TEST_F(ShmCollectivesTest, WireAllreduceIsTheSixteenBitAllreduceConverted) {
+TEST_P(ShmCollectivesTest, WireAllreduceIsTheSixteenBitAllreduceConverted) {
   const std::size_t count = 5 * kWorkspaceBytes / 2 + 3;
   for (DType wire : {DType::bf16, DType::f16}) {
     for (ReduceOp op : kAllOps) {
@@ -200,7 +203,7 @@ TEST_F(ShmCollectivesTest, WireAllreduceIsTheSixteenBitAllreduceConverted) {
                std::invalid_argument);
 }
 
-TEST_F(ShmCollectivesTest, ZeroCopyFromTheArenaGivesTheSameResults) {
+TEST_P(ShmCollectivesTest, ZeroCopyFromTheArenaGivesTheSameResults) {
   // In place and out of place from arena buffers, on every rank or only on even ranks (ranks
   // mix zero copy and copy-in), at an element offset into the allocation.
   for (DType t : {DType::f32, DType::bf16, DType::f64, DType::u8}) {
@@ -227,7 +230,7 @@ TEST_F(ShmCollectivesTest, ZeroCopyFromTheArenaGivesTheSameResults) {
   }
 }
 
-TEST_F(ShmCollectivesTest, ThousandsOfRandomCollectivesBackToBack) {
+TEST_P(ShmCollectivesTest, ThousandsOfRandomCollectivesBackToBack) {
   std::mt19937_64 rng(20240613);  // the same sequence of calls on every rank
   std::size_t wrong = 0;
   for (int call = 0; call < 3000; ++call) {
@@ -261,6 +264,12 @@ TEST_F(ShmCollectivesTest, ThousandsOfRandomCollectivesBackToBack) {
                          << kind;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(AllreducePieces, ShmCollectivesTest,
+                         ::testing::Values(std::size_t{0}, SIZE_MAX),
+                         [](const auto& info) {
+                           return info.param == 0 ? "Distributed" : "Symmetric";
+                         });
 
 }  // namespace
 }  // namespace mpitrain

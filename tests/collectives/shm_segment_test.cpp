@@ -27,7 +27,7 @@ class ShmSegmentTest : public ::testing::Test {
 };
 
 TEST_F(ShmSegmentTest, PeersSeeEachOthersWorkspaces) {
-  ShmSegment seg(node_.get(), ShmOptions{10000, {}});
+  ShmSegment seg(node_.get(), ShmOptions{.workspace_bytes = 10000});
   EXPECT_EQ(seg.rank(), node_.rank());
   EXPECT_EQ(seg.size(), node_.size());
   EXPECT_EQ(seg.workspace_bytes(), 12288u);  // rounded up to whole pages
@@ -109,12 +109,14 @@ TEST_F(ShmSegmentTest, ArenaGivesTheSameOffsetOnEveryRank) {
 TEST_F(ShmSegmentTest, ATimeoutNamesTheRanksThatDidNotArrive) {
   if (node_.size() == 1) {
     // Alone on the node nobody can be late: a bounded wait for oneself returns at once.
-    ShmSegment seg(node_.get(), ShmOptions{4096, std::chrono::milliseconds(100)});
+    ShmSegment seg(node_.get(),
+                   ShmOptions{.workspace_bytes = 4096, .timeout = std::chrono::milliseconds(100)});
     seg.wait_all(seg.publish(), "shm_test");
     return;
   }
   // Rank 0 never joins the wait: every other rank must give up after the timeout, naming it.
-  ShmSegment seg(node_.get(), ShmOptions{4096, std::chrono::milliseconds(300)});
+  ShmSegment seg(node_.get(),
+                 ShmOptions{.workspace_bytes = 4096, .timeout = std::chrono::milliseconds(300)});
   MPI_Comm others = MPI_COMM_NULL;
   MPI_Comm_split(node_.get(), seg.rank() == 0 ? MPI_UNDEFINED : 1, 0, &others);
   if (seg.rank() != 0) {
