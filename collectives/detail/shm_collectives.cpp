@@ -1,0 +1,291 @@
+// Shared-memory collectives (see shm_collectives.hpp). Each function walks its buffer in
+// pieces that fit one workspace; per piece: copy in, publish, wait for every rank, then read
+// the peers' workspaces (or arena buffers) directly.
+#include "mpitrain/collectives/detail/shm_collectives.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "mpitrain/collectives/reduce_kernels.hpp"
+
+namespace mpitrain::detail {
+namespace {
+
+// Slices of a piece start on 64-byte boundaries of the piece (whole cache lines per rank).
+constexpr std::size_t kSliceAlignBytes = 64;
+
+// The part [begin, end) of a piece of `count` elements that `rank` of `n` reduces: equal
+// cache-line-aligned slices in rank order, the last ones short or empty.
+struct Slice {
+  std::size_t begin;
+  std::size_t end;
+  std::size_t count() const noexcept { return end - begin; }
+};
+
+Slice slice_of(std::size_t count, int n, int rank, std::size_t elem_bytes) {
+  const std::size_t unit = std::max<std::size_t>(kSliceAlignBytes / elem_bytes, 1);
+  const std::size_t per_rank = ((count + n - 1) / n + unit - 1) / unit * unit;
+  const std::size_t begin = std::min(per_rank * static_cast<std::size_t>(rank), count);
+  return {begin, std::min(begin + per_rank, count)};
+}
+
+// out = ((in[0] op in[1]) op in[2]) ... op in[n-1]; avg divides by n in the last combine.
+// out overlaps none of the inputs.
+void combine_in_rank_order(std::byte* out, const std::vector<const std::byte*>& in,
+                           std::size_t count, DType type, ReduceOp op) {
+  const int n = static_cast<int>(in.size());
+  if (n == 1) {
+    std::memcpy(out, in[0], count * dtype_bytes(type));
+    return;
+  }
+  for (int k = 1; k < n; ++k) {
+    const void* acc = k == 1 ? in[0] : out;
+    if (op == ReduceOp::avg && k == n - 1) {
+      sum_and_divide(out, in[static_cast<std::size_t>(k)], acc, count, type, n);
+    } else {
+      reduce_into(out, in[static_cast<std::size_t>(k)], acc, count, type, op);
+    }
+  }
+}
+
+// The arena offsets of every rank's input for the current collective (ShmSegment::kNoOffset
+// for a rank whose input is not in the arena); read after the first stage of the call.
+std::vector<std::uint64_t> input_offsets(const ShmSegment& seg) {
+  std::vector<std::uint64_t> offsets(static_cast<std::size_t>(seg.size()));
+  for (int q = 0; q < seg.size(); ++q) offsets[static_cast<std::size_t>(q)] = seg.input_offset(q);
+  return offsets;
+}
+
+// Moves a piece of the caller's data into the workspace and back: plain copies, or for the
+// wire allreduce a rounding to 16 bits on the way in and a widening on the way out.
+struct PieceIo {
+  const std::byte* send;      // the caller's input
+  std::byte* recv;            // the caller's output
+  std::size_t user_bytes;     // bytes per element in send/recv
+  DType type;                 // element type in the workspaces
+  bool zero_copy;             // send lies in the arena: no copy in
+
+  void copy_in(std::byte* ws, std::size_t first, std::size_t count) const {
+    if (zero_copy) return;
+    const std::byte* src = send + first * user_bytes;
+    if (user_bytes == dtype_bytes(type)) {
+      std::memcpy(ws, src, count * user_bytes);
+    } else {
+      narrow_from_f32(reinterpret_cast<const float*>(src), ws, count, type, 1);
+    }
+  }
+  void copy_out(const std::byte* ws, std::size_t first, std::size_t count) const {
+    std::byte* dst = recv + first * user_bytes;
+    if (user_bytes == dtype_bytes(type)) {
+      std::memcpy(dst, ws, count * user_bytes);
+    } else {
+      widen_to_f32(ws, reinterpret_cast<float*>(dst), count, type);
+    }
+  }
+};
+
+// Returns where rank q's input for a piece starting at element `first` lies: its workspace,
+// or its arena buffer when `offset` names one.
+const std::byte* piece_input(const ShmSegment& seg, int q, int b, std::uint64_t offset,
+                             std::size_t first, std::size_t elem_bytes) {
+  return offset == ShmSegment::kNoOffset ? seg.workspace_in(q, b)
+                                         : seg.peer_address(q, offset) + first * elem_bytes;
+}
+
+// One piece, symmetric: every rank combines the whole piece from every rank's workspace, in
+// rank order, so the result is the same everywhere with one synchronisation. Only when no
+// rank's input is in the arena (the result is written while peers may still read inputs).
+void allreduce_piece_symmetric(ShmSegment& seg, const PieceIo& io, std::size_t first,
+                               std::size_t m, int b, ReduceOp op,
+                               std::vector<const std::byte*>& inputs) {
+  for (int q = 0; q < seg.size(); ++q) inputs[static_cast<std::size_t>(q)] = seg.workspace_in(q, b);
+  if (io.user_bytes == dtype_bytes(io.type)) {
+    combine_in_rank_order(io.recv + first * io.user_bytes, inputs, m, io.type, op);
+  } else {
+    std::byte* out = seg.workspace_out(seg.rank(), b);
+    combine_in_rank_order(out, inputs, m, io.type, op);
+    io.copy_out(out, first, m);
+  }
+}
+
+// One piece, distributed: each rank combines its slice into its output workspace, publishes,
+// waits, and copies every rank's slice out.
+void allreduce_piece_distributed(ShmSegment& seg, const PieceIo& io, std::size_t first,
+                                 std::size_t m, int b, ReduceOp op,
+                                 const std::vector<std::uint64_t>& offsets,
+                                 std::vector<const std::byte*>& inputs, const char* name) {
+  const int n = seg.size();
+  const std::size_t eb = dtype_bytes(io.type);
+  const Slice mine = slice_of(m, n, seg.rank(), eb);
+  if (mine.count() > 0) {
+    for (int q = 0; q < n; ++q) {
+      inputs[static_cast<std::size_t>(q)] =
+          piece_input(seg, q, b, offsets[static_cast<std::size_t>(q)], first, eb) +
+          mine.begin * eb;
+    }
+    combine_in_rank_order(seg.workspace_out(seg.rank(), b) + mine.begin * eb, inputs,
+                          mine.count(), io.type, op);
+  }
+  seg.wait_all(seg.publish(), name);
+  for (int q = 0; q < n; ++q) {
+    const Slice s = slice_of(m, n, q, eb);
+    if (s.count() > 0) {
+      io.copy_out(seg.workspace_out(q, b) + s.begin * eb, first + s.begin, s.count());
+    }
+  }
+}
+
+// The allreduce over pieces; see shm_allreduce for the cost. `io.zero_copy` must match the
+// input offset this rank set. Every rank takes the same path per piece: the choice depends
+// on the piece size and on the offsets, which every rank reads after the first stage.
+void allreduce_pieces(ShmSegment& seg, const PieceIo& io, std::size_t count, ReduceOp op,
+                      const char* name) {
+  const std::size_t eb = dtype_bytes(io.type);
+  const auto n = static_cast<std::size_t>(seg.size());
+  const std::size_t piece_max = seg.workspace_bytes() / eb;
+  std::vector<std::uint64_t> offsets;
+  bool any_zero_copy = false;
+  std::vector<const std::byte*> inputs(n);
+  for (std::size_t first = 0; first < count; first += piece_max) {
+    const std::size_t m = std::min(piece_max, count - first);
+    const int b = seg.next_buffer();
+    io.copy_in(seg.workspace_in(seg.rank(), b), first, m);
+    seg.wait_all(seg.publish(), name);
+    if (offsets.empty()) {
+      offsets = input_offsets(seg);
+      any_zero_copy = std::any_of(offsets.begin(), offsets.end(),
+                                  [](std::uint64_t o) { return o != ShmSegment::kNoOffset; });
+    }
+    if (!any_zero_copy && n * m * eb <= seg.symmetric_bytes()) {
+      allreduce_piece_symmetric(seg, io, first, m, b, op, inputs);
+    } else {
+      allreduce_piece_distributed(seg, io, first, m, b, op, offsets, inputs, name);
+    }
+  }
+}
+
+// Copies send to recv unless they are the same buffer (a collective at one rank).
+void copy_if_distinct(const void* send, void* recv, std::size_t bytes) {
+  if (send != recv && bytes > 0) std::memcpy(recv, send, bytes);
+}
+
+}  // namespace
+
+void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t count,
+                   DType type, ReduceOp op) {
+  static constexpr const char* kName = "shm_allreduce";
+  seg.require_usable(kName);
+  const std::size_t eb = dtype_bytes(type);
+  if (count == 0) return;
+  if (seg.size() == 1) return copy_if_distinct(send, recv, count * eb);
+  const std::optional<std::uint64_t> offset = seg.arena_offset(send, count * eb);
+  seg.set_input_offset(offset.value_or(ShmSegment::kNoOffset));
+  const PieceIo io{static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), eb, type,
+                   offset.has_value()};
+  allreduce_pieces(seg, io, count, op, kName);
+}
+
+void shm_wire_allreduce(ShmSegment& seg, float* data, std::size_t count, DType wire,
+                        ReduceOp op) {
+  static constexpr const char* kName = "shm_wire_allreduce";
+  if (wire != DType::bf16 && wire != DType::f16) {
+    throw std::invalid_argument("shm_wire_allreduce: the wire type must be bf16 or f16");
+  }
+  seg.require_usable(kName);
+  if (count == 0) return;
+  if (seg.size() == 1) {
+    // float(round(x)): what the 16-bit round trip gives at one rank.
+    std::vector<std::uint16_t> wire_values(std::min<std::size_t>(count, 1 << 16));
+    for (std::size_t first = 0; first < count; first += wire_values.size()) {
+      const std::size_t m = std::min(wire_values.size(), count - first);
+      narrow_from_f32(data + first, wire_values.data(), m, wire, 1);
+      widen_to_f32(wire_values.data(), data + first, m, wire);
+    }
+    return;
+  }
+  seg.set_input_offset(ShmSegment::kNoOffset);
+  const PieceIo io{reinterpret_cast<const std::byte*>(data), reinterpret_cast<std::byte*>(data),
+                   sizeof(float), wire, false};
+  allreduce_pieces(seg, io, count, op, kName);
+}
+
+void shm_reduce_scatter(ShmSegment& seg, const void* send, void* recv, std::size_t recv_count,
+                        DType type, ReduceOp op) {
+  static constexpr const char* kName = "shm_reduce_scatter";
+  seg.require_usable(kName);
+  const std::size_t eb = dtype_bytes(type);
+  if (recv_count == 0) return;
+  const int n = seg.size();
+  const int me = seg.rank();
+  if (n == 1) return copy_if_distinct(send, recv, recv_count * eb);
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  const auto un = static_cast<std::size_t>(n);
+  const std::size_t piece_max = std::max<std::size_t>(seg.workspace_bytes() / (un * eb), 1);
+  std::vector<const std::byte*> inputs(un);
+  for (std::size_t first = 0; first < recv_count; first += piece_max) {
+    const std::size_t m = std::min(piece_max, recv_count - first);
+    const int b = seg.next_buffer();
+    std::byte* ws = seg.workspace_in(me, b);
+    for (std::size_t q = 0; q < un; ++q) {
+      std::memcpy(ws + q * m * eb, in + (q * recv_count + first) * eb, m * eb);
+    }
+    seg.wait_all(seg.publish(), kName);
+    for (int q = 0; q < n; ++q) {
+      inputs[static_cast<std::size_t>(q)] =
+          seg.workspace_in(q, b) + static_cast<std::size_t>(me) * m * eb;
+    }
+    combine_in_rank_order(out + first * eb, inputs, m, type, op);
+  }
+}
+
+void shm_allgather(ShmSegment& seg, const void* send, void* recv, std::size_t send_count,
+                   DType type) {
+  static constexpr const char* kName = "shm_allgather";
+  seg.require_usable(kName);
+  const std::size_t eb = dtype_bytes(type);
+  if (send_count == 0) return;
+  const int n = seg.size();
+  const int me = seg.rank();
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  const std::size_t block_bytes = send_count * eb;
+  std::byte* my_block = out + static_cast<std::size_t>(me) * block_bytes;
+  if (n == 1) return copy_if_distinct(send, recv, block_bytes);
+  const std::size_t piece_max = seg.workspace_bytes() / eb;
+  for (std::size_t first = 0; first < send_count; first += piece_max) {
+    const std::size_t m = std::min(piece_max, send_count - first);
+    const int b = seg.next_buffer();
+    std::memcpy(seg.workspace_in(me, b), in + first * eb, m * eb);
+    seg.wait_all(seg.publish(), kName);
+    for (int q = 0; q < n; ++q) {
+      if (q == me) continue;
+      std::memcpy(out + static_cast<std::size_t>(q) * block_bytes + first * eb,
+                  seg.workspace_in(q, b), m * eb);
+    }
+  }
+  copy_if_distinct(send, my_block, block_bytes);
+}
+
+void shm_broadcast(ShmSegment& seg, void* data, std::size_t count, DType type, int root) {
+  static constexpr const char* kName = "shm_broadcast";
+  seg.require_usable(kName);
+  if (root < 0 || root >= seg.size()) {
+    throw std::invalid_argument("shm_broadcast: root is not a rank of the node communicator");
+  }
+  const std::size_t eb = dtype_bytes(type);
+  if (count == 0 || seg.size() == 1) return;
+  auto* bytes = static_cast<std::byte*>(data);
+  const std::size_t piece_max = seg.workspace_bytes() / eb;
+  for (std::size_t first = 0; first < count; first += piece_max) {
+    const std::size_t m = std::min(piece_max, count - first);
+    const int b = seg.next_buffer();
+    if (seg.rank() == root) std::memcpy(seg.workspace_in(root, b), bytes + first * eb, m * eb);
+    seg.wait_all(seg.publish(), kName);
+    if (seg.rank() != root) std::memcpy(bytes + first * eb, seg.workspace_in(root, b), m * eb);
+  }
+}
+
+}  // namespace mpitrain::detail

@@ -1,0 +1,70 @@
+#pragma once
+// Shared-memory collectives over a ShmSegment (internal to collectives/): every rank of the
+// segment's node communicator calls the same function with the same counts, types, ops and
+// root, in the same order. Blocking; counts are elements of `type` (size_t: more than 2^31
+// is fine, the work goes in pieces of at most the segment's workspace).
+//
+// Synchronisation: no MPI call. Each rank publishes a sequence number in its control slot
+// (release) after each stage and waits until every rank has published it (acquire); the two
+// workspaces per rank alternate piece by piece so that a rank may run one piece ahead of its
+// slowest peer (see ShmSegment::next_buffer). A wait honours the segment's timeout: past it,
+// ShmTimeout names the collective, this rank, the sequence number and the ranks that did not
+// arrive, and the segment is unusable afterwards.
+//
+// Reduction order (allreduce, reduce_scatter, wire allreduce): element i of the result is
+// computed by exactly one rank, as ((x0 op x1) op x2) ... op x_{n-1} with x_r rank r's value,
+// in rank order whatever the timing, then copied to the others: the result is bitwise
+// identical on every rank and from run to run. Each combine is one call of the
+// reduce_kernels.hpp kernels, so 16-bit formats (bf16, f16) widen both operands to fp32,
+// combine and ROUND TO 16 BITS AT EVERY COMBINE, as the ring allreduce does (at 2 ranks, one
+// rounding in all). avg divides by n inside the last combine (16-bit: in fp32 before its
+// rounding; integers truncate); at 1 rank avg is a copy.
+
+#include <cstddef>
+
+#include "mpitrain/collectives/detail/shm_segment.hpp"
+#include "mpitrain/collectives/dtype.hpp"
+
+namespace mpitrain::detail {
+
+// Reduces `count` elements of every rank's send into every rank's recv; send == recv is in
+// place (otherwise they must not overlap). When send lies in the segment's arena (allocate())
+// peers read it where it is instead of a copy (zero copy), per rank: ranks may mix.
+//
+// Cost for n ranks, B bytes, W bytes of workspace: ceil(B / W) pieces, 2 synchronisations per
+// piece. Per rank: copies B in (none with zero copy), combines B/n bytes from n inputs
+// ((n-1) B/n bytes read from peers), copies B out ((n-1) B/n bytes read from peers).
+void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t count,
+                   DType type, ReduceOp op);
+
+// send holds size() * recv_count elements; rank r receives block r reduced over all ranks.
+// send and recv must not overlap.
+//
+// Cost: ceil(n B_recv / W) pieces, 1 synchronisation per piece. Per rank: copies n B_recv in,
+// combines B_recv from n inputs ((n-1) B_recv read from peers) straight into recv.
+void shm_reduce_scatter(ShmSegment& seg, const void* send, void* recv, std::size_t recv_count,
+                        DType type, ReduceOp op);
+
+// recv holds size() * send_count elements, block r from rank r. In place when send is block
+// rank() of recv (otherwise they must not overlap).
+//
+// Cost: ceil(B_send / W) pieces, 1 synchronisation per piece. Per rank: copies B_send in and
+// (n-1) B_send out of peers' workspaces.
+void shm_allgather(ShmSegment& seg, const void* send, void* recv, std::size_t send_count,
+                   DType type);
+
+// Copies root's `count` elements of data into every rank's data.
+//
+// Cost: ceil(B / W) pieces, 1 synchronisation per piece. Root copies B in; every other rank
+// copies B out of root's workspace.
+void shm_broadcast(ShmSegment& seg, void* data, std::size_t count, DType type, int root);
+
+// Allreduces fp32 `data` in place with bf16 or f16 (`wire`) as the exchanged format: the
+// result is, bit for bit, float(shm_allreduce of round_to_wire(data))). The conversions are
+// fused into the copies (copy-in rounds, copy-out widens), so it costs what the 16-bit
+// shm_allreduce costs plus the wider reads and writes of data. Throws std::invalid_argument
+// for another wire type.
+void shm_wire_allreduce(ShmSegment& seg, float* data, std::size_t count, DType wire,
+                        ReduceOp op);
+
+}  // namespace mpitrain::detail

@@ -1,0 +1,240 @@
+// ShmSegment (see shm_segment.hpp): windows, control slots, waiting, arena.
+#include "mpitrain/collectives/detail/shm_segment.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "mpitrain/collectives/mpi_error.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace mpitrain::detail {
+namespace {
+
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kCacheLine = 64;
+// Byte offsets inside a control slot: the sequence number and the input offset on separate
+// cache lines, so a peer polling one does not contend with the owner writing the other.
+constexpr std::size_t kSequenceAt = 0;
+constexpr std::size_t kInputOffsetAt = kCacheLine;
+// Polls of a flag before a waiter starts yielding its core: about a microsecond of pause
+// instructions, enough for a peer running on another core to arrive.
+constexpr int kSpinsBeforeYield = 256;
+// Yields between two reads of the clock (a deadline check costs about 20 ns).
+constexpr int kYieldsPerClockRead = 16;
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+void cpu_relax() noexcept {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+bool mpi_finalized() noexcept {
+  int finalized = 0;
+  return MPI_Finalized(&finalized) != MPI_SUCCESS || finalized != 0;
+}
+
+}  // namespace
+
+ShmTimeout::ShmTimeout(std::string_view collective, int rank, std::uint64_t sequence,
+                       std::vector<int> missing, std::chrono::nanoseconds waited)
+    : std::runtime_error(fmt::format(
+          "{} timed out on node rank {} after {:.3f} s waiting for sequence number {}: "
+          "node rank(s) {} did not arrive",
+          collective, rank, std::chrono::duration<double>(waited).count(), sequence,
+          fmt::join(missing, ", "))),
+      missing_(std::move(missing)) {}
+
+ShmSegment::ShmSegment(MPI_Comm node_comm, ShmOptions options)
+    : workspace_bytes_(round_up(std::max<std::size_t>(options.workspace_bytes, 1), kPage)),
+      symmetric_bytes_(options.symmetric_bytes),
+      timeout_(options.timeout) {
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  check_mpi(MPI_Comm_dup(node_comm, &comm_), "MPI_Comm_dup (shared-memory segment)", world_rank,
+            0);
+  try {
+    check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank", world_rank, 0);
+    check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", world_rank, 0);
+    main_ = allocate_window(kPage + 4 * workspace_bytes_, "shared-memory segment");
+    sequence_slot(rank_).store(0, std::memory_order_relaxed);
+    set_input_offset(kNoOffset);
+    // Every slot is initialised before any rank can read it.
+    check_mpi(MPI_Barrier(comm_), "MPI_Barrier (shared-memory segment)", rank_, 0);
+  } catch (...) {
+    if (main_.win != MPI_WIN_NULL) MPI_Win_free(&main_.win);
+    MPI_Comm_free(&comm_);
+    throw;
+  }
+}
+
+ShmSegment::~ShmSegment() {
+  if (mpi_finalized()) return;
+  for (Region& region : arena_) MPI_Win_free(&region.win);
+  if (main_.win != MPI_WIN_NULL) MPI_Win_free(&main_.win);
+  MPI_Comm_free(&comm_);
+}
+
+// Returns a window of bytes_per_rank on every rank of the node, with every rank's base address
+// rounded up to a cache line (Open MPI aligns each rank's part to a page at 2 ranks and more,
+// but a window of one rank may start 16 bytes into one; one spare cache line is allocated).
+ShmSegment::Region ShmSegment::allocate_window(std::size_t bytes_per_rank, const char* what) {
+  Region region;
+  region.bytes = bytes_per_rank;
+  bytes_per_rank += kCacheLine;
+  MPI_Info info = MPI_INFO_NULL;
+  check_mpi(MPI_Info_create(&info), "MPI_Info_create", rank_, bytes_per_rank);
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");
+  void* base = nullptr;
+  const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes_per_rank), 1, info, comm_,
+                                         &base, &region.win);
+  MPI_Info_free(&info);
+  if (rc != MPI_SUCCESS) {
+    throw MpiError("MPI_Win_allocate_shared", rank_, bytes_per_rank, rc,
+                   fmt::format("{} of {} bytes per rank", what, bytes_per_rank));
+  }
+  region.bases.resize(static_cast<std::size_t>(size_));
+  for (int peer = 0; peer < size_; ++peer) {
+    MPI_Aint peer_bytes = 0;
+    int disp_unit = 0;
+    void* peer_base = nullptr;
+    const int query =
+        MPI_Win_shared_query(region.win, peer, &peer_bytes, &disp_unit, &peer_base);
+    if (query != MPI_SUCCESS) {
+      MPI_Win_free(&region.win);
+      throw MpiError("MPI_Win_shared_query", rank_, bytes_per_rank, query,
+                     fmt::format("{}, peer {}", what, peer));
+    }
+    const auto aligned = round_up(reinterpret_cast<std::uintptr_t>(peer_base), kCacheLine);
+    region.bases[static_cast<std::size_t>(peer)] = reinterpret_cast<std::byte*>(aligned);
+  }
+  return region;
+}
+
+std::byte* ShmSegment::workspace_in(int peer, int buffer) const noexcept {
+  return main_.bases[static_cast<std::size_t>(peer)] + kPage +
+         static_cast<std::size_t>(buffer) * 2 * workspace_bytes_;
+}
+
+std::byte* ShmSegment::workspace_out(int peer, int buffer) const noexcept {
+  return workspace_in(peer, buffer) + workspace_bytes_;
+}
+
+std::atomic_ref<std::uint64_t> ShmSegment::sequence_slot(int peer) const noexcept {
+  auto* p = reinterpret_cast<std::uint64_t*>(main_.bases[static_cast<std::size_t>(peer)] +
+                                             kSequenceAt);
+  return std::atomic_ref<std::uint64_t>(*p);
+}
+
+void ShmSegment::set_input_offset(std::uint64_t offset) noexcept {
+  auto* p = reinterpret_cast<std::uint64_t*>(main_.bases[static_cast<std::size_t>(rank_)] +
+                                             kInputOffsetAt);
+  std::atomic_ref<std::uint64_t>(*p).store(offset, std::memory_order_relaxed);
+}
+
+std::uint64_t ShmSegment::input_offset(int peer) const noexcept {
+  auto* p = reinterpret_cast<std::uint64_t*>(main_.bases[static_cast<std::size_t>(peer)] +
+                                             kInputOffsetAt);
+  return std::atomic_ref<std::uint64_t>(*p).load(std::memory_order_relaxed);
+}
+
+std::uint64_t ShmSegment::publish() noexcept {
+  ++sequence_;
+  sequence_slot(rank_).store(sequence_, std::memory_order_release);
+  return sequence_;
+}
+
+void ShmSegment::require_usable(const char* collective) const {
+  if (broken_) {
+    throw std::logic_error(fmt::format(
+        "{} on node rank {}: the shared-memory segment is unusable after an earlier timeout",
+        collective, rank_));
+  }
+}
+
+std::vector<int> ShmSegment::missing(std::uint64_t sequence) const {
+  std::vector<int> late;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (sequence_slot(peer).load(std::memory_order_acquire) < sequence) late.push_back(peer);
+  }
+  return late;
+}
+
+void ShmSegment::time_out(std::uint64_t sequence, const char* collective,
+                          std::chrono::nanoseconds waited) {
+  broken_ = true;
+  throw ShmTimeout(collective, rank_, sequence, missing(sequence), waited);
+}
+
+void ShmSegment::wait_all(std::uint64_t sequence, const char* collective) {
+  using Clock = std::chrono::steady_clock;
+  const bool bounded = timeout_.count() > 0;
+  const Clock::time_point start = bounded ? Clock::now() : Clock::time_point{};
+  long spins = 0;
+  for (int peer = 0; peer < size_; ++peer) {
+    const std::atomic_ref<std::uint64_t> slot = sequence_slot(peer);
+    while (slot.load(std::memory_order_acquire) < sequence) {
+      if (spins < kSpinsBeforeYield) {
+        ++spins;
+        cpu_relax();
+        continue;
+      }
+      sched_yield();
+      if (bounded && ++spins % kYieldsPerClockRead == 0) {
+        const auto waited = Clock::now() - start;
+        if (waited > timeout_) time_out(sequence, collective, waited);
+      }
+    }
+  }
+}
+
+std::span<std::byte> ShmSegment::allocate(std::size_t bytes) {
+  if (bytes == 0) return {};
+  const std::size_t rounded = round_up(bytes, kCacheLine);
+  Region region = allocate_window(round_up(rounded, kPage), "shared-memory arena");
+  region.offset = arena_end_;
+  arena_end_ += region.bytes;
+  std::byte* mine = region.bases[static_cast<std::size_t>(rank_)];
+  std::memset(mine, 0, region.bytes);
+  arena_.push_back(std::move(region));
+  return {mine, rounded};
+}
+
+bool ShmSegment::owns(const void* p) const noexcept {
+  return arena_offset(p, 1).has_value();
+}
+
+std::optional<std::uint64_t> ShmSegment::arena_offset(const void* p,
+                                                      std::size_t bytes) const noexcept {
+  const auto* b = static_cast<const std::byte*>(p);
+  for (const Region& region : arena_) {
+    const std::byte* mine = region.bases[static_cast<std::size_t>(rank_)];
+    // Compare as integers: p need not point into this region at all.
+    const auto at = reinterpret_cast<std::uintptr_t>(b);
+    const auto lo = reinterpret_cast<std::uintptr_t>(mine);
+    if (at >= lo && at - lo <= region.bytes && bytes <= region.bytes - (at - lo)) {
+      return region.offset + (at - lo);
+    }
+  }
+  return std::nullopt;
+}
+
+std::byte* ShmSegment::peer_address(int peer, std::uint64_t offset) const noexcept {
+  for (const Region& region : arena_) {
+    if (offset >= region.offset && offset < region.offset + region.bytes) {
+      return region.bases[static_cast<std::size_t>(peer)] + (offset - region.offset);
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace mpitrain::detail

@@ -1,0 +1,159 @@
+#pragma once
+// ShmSegment: the shared memory the ranks of one node use for the shared-memory collectives
+// (internal to collectives/; shm_collectives.hpp runs the algorithms over it).
+//
+// Backing: MPI_Win_allocate_shared on a duplicate of the node communicator, with
+// alloc_shared_noncontig so that each rank's part starts on a page; MPI_Win_shared_query gives
+// the peers' base addresses. Open MPI 4.1 (osc/sm) creates the window's file in /dev/shm and
+// unlinks it once every rank has mapped it, inside MPI_Win_allocate_shared: while collectives
+// run no name exists, and the kernel frees the memory when the last process mapping it ends,
+// SIGKILL and MPI_Abort included (tests/collectives/shm_kill_test.cmake checks it).
+//
+// Layout of each rank's part of the main window (all offsets page-aligned):
+//   control slot (one page): sequence number (std::atomic_ref<std::uint64_t>, written only by
+//       its owner with release, read by peers with acquire) and, on its own cache line, the
+//       arena offset of the owner's current input (kNoOffset when it is not in the arena);
+//   workspace 0, workspace 1: each `workspace_bytes` of input followed by `workspace_bytes` of
+//       output; a collective alternates between them piece by piece (double buffering), so a
+//       rank may run one piece ahead of its slowest peer without overwriting what it reads.
+//
+// Arena: allocate(bytes) adds one window per call (collective over the node, same sizes in the
+// same order on every rank); an arena offset names the same byte on every rank, and
+// peer_address(peer, offset) finds it in a peer's memory. Buffers there are read by peers in
+// place (zero copy) by shm_allreduce.
+//
+// Construction, allocate() and destruction are collective over the node communicator (they
+// create and free MPI windows). After a timeout the segment is broken: its sequence numbers
+// no longer agree between ranks, and every later collective on it throws.
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mpitrain::detail {
+
+// Raised when a wait for peers passes the segment's deadline; names the collective, this rank,
+// the sequence number waited for and the ranks (of the node communicator) that did not arrive.
+class ShmTimeout : public std::runtime_error {
+ public:
+  ShmTimeout(std::string_view collective, int rank, std::uint64_t sequence,
+             std::vector<int> missing, std::chrono::nanoseconds waited);
+  const std::vector<int>& missing_ranks() const noexcept { return missing_; }
+
+ private:
+  std::vector<int> missing_;
+};
+
+struct ShmOptions {
+  // Bytes of input per workspace (there are two per rank, each with as many bytes of
+  // output); bounds the piece a collective handles per synchronisation. Rounded up to 4 KiB.
+  std::size_t workspace_bytes = std::size_t{1} << 20;
+  // shm_allreduce combines a piece on every rank (one synchronisation, every rank reads
+  // every input) instead of slice by slice (two synchronisations, each rank reads 1/n of
+  // every input, then every slice) while size() * piece bytes stays within this.
+  std::size_t symmetric_bytes = std::size_t{256} << 10;
+  // How long one wait for peers may last; zero waits for ever.
+  std::chrono::nanoseconds timeout{0};
+};
+
+class ShmSegment {
+ public:
+  // An arena offset meaning "not in the arena".
+  static constexpr std::uint64_t kNoOffset = ~std::uint64_t{0};
+
+  // Collective over `node_comm`, whose ranks must share memory (MPI_Comm_split_type with
+  // MPI_COMM_TYPE_SHARED). Duplicates it; the caller keeps ownership of `node_comm`. Throws
+  // MpiError naming the failed call, the rank and the bytes.
+  explicit ShmSegment(MPI_Comm node_comm, ShmOptions options = {});
+  // Collective: frees the windows and the communicator, unless MPI is already finalised.
+  ~ShmSegment();
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
+  std::size_t symmetric_bytes() const noexcept { return symmetric_bytes_; }
+  std::chrono::nanoseconds timeout() const noexcept { return timeout_; }
+  // Every rank should set the same timeout (each rank's waits use its own).
+  void set_timeout(std::chrono::nanoseconds timeout) noexcept { timeout_ = timeout; }
+
+  // Returns the input area (workspace_bytes) of `peer`'s workspace `buffer` (0 or 1).
+  std::byte* workspace_in(int peer, int buffer) const noexcept;
+  // Returns the output area (workspace_bytes) of `peer`'s workspace `buffer` (0 or 1).
+  std::byte* workspace_out(int peer, int buffer) const noexcept;
+
+  // Returns the workspace (0 or 1) for the next piece, alternating across pieces and calls
+  // (the same on every rank). Reuse is safe: a rank writes workspace b for piece P only after
+  // waiting, in piece P-1, for every peer to publish a stage of P-1, which a peer does only
+  // after it has finished reading piece P-2 (the last user of b).
+  int next_buffer() noexcept { return static_cast<int>(pieces_++ & 1u); }
+
+  // ---- synchronisation ------------------------------------------------------------------
+  // Returns the sequence number the next publish() will store: one more than the last. Every
+  // rank publishes the same numbers in the same order (one per collective stage).
+  std::uint64_t next_sequence() const noexcept { return sequence_ + 1; }
+  // Stores the next sequence number into this rank's slot (release): everything this rank
+  // wrote to shared memory before is visible to a peer that sees the number.
+  std::uint64_t publish() noexcept;
+  // Returns when every rank has published `sequence` (acquire). Spins briefly, then yields
+  // the core (on a node with no spare core a spinning waiter would take the core of the rank
+  // it waits for). Throws ShmTimeout, and breaks the segment, past the timeout.
+  void wait_all(std::uint64_t sequence, const char* collective);
+  // Throws std::logic_error when an earlier wait timed out (the ranks no longer agree).
+  void require_usable(const char* collective) const;
+
+  // Sets the arena offset of this rank's input for the current collective (kNoOffset: not in
+  // the arena); publish() makes it visible. Returns `peer`'s, valid after waiting for its
+  // first stage of the collective and until this rank's last publish of it.
+  void set_input_offset(std::uint64_t offset) noexcept;
+  std::uint64_t input_offset(int peer) const noexcept;
+
+  // ---- arena ----------------------------------------------------------------------------
+  // Returns `bytes` (rounded up to 64) of shared memory at the same arena offset on every
+  // rank, 64-byte aligned, zero-filled. Collective: every rank calls it with the same size, in
+  // the same order. Lives until the segment is destroyed.
+  std::span<std::byte> allocate(std::size_t bytes);
+  // Returns true when p lies in memory allocate() returned to this rank.
+  bool owns(const void* p) const noexcept;
+  // Returns the arena offset of p when [p, p + bytes) lies in one allocation of this rank.
+  std::optional<std::uint64_t> arena_offset(const void* p, std::size_t bytes) const noexcept;
+  // Returns the address of arena offset `offset` in `peer`'s memory (nullptr outside).
+  std::byte* peer_address(int peer, std::uint64_t offset) const noexcept;
+
+ private:
+  struct Region {
+    MPI_Win win = MPI_WIN_NULL;
+    std::vector<std::byte*> bases;  // per rank
+    std::uint64_t offset = 0;       // arena offset of the region's first byte
+    std::size_t bytes = 0;
+  };
+  Region allocate_window(std::size_t bytes_per_rank, const char* what);
+  std::atomic_ref<std::uint64_t> sequence_slot(int peer) const noexcept;
+  std::vector<int> missing(std::uint64_t sequence) const;
+  [[noreturn]] void time_out(std::uint64_t sequence, const char* collective,
+                             std::chrono::nanoseconds waited);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  std::size_t workspace_bytes_ = 0;
+  std::size_t symmetric_bytes_ = 0;
+  std::chrono::nanoseconds timeout_{0};
+  Region main_;
+  std::vector<Region> arena_;
+  std::uint64_t arena_end_ = 0;
+  std::uint64_t sequence_ = 0;
+  std::uint64_t pieces_ = 0;
+  bool broken_ = false;
+};
+
+}  // namespace mpitrain::detail

@@ -1,0 +1,275 @@
+// Shared-memory collectives over a ShmSegment with small workspaces (so that most calls run
+// in several pieces): closed-form values for every op, type and awkward count, bitwise
+// identical results on every rank, the documented rank-order reduction, the fused wire
+// allreduce, the zero-copy path, and thousands of back-to-back calls of random shapes.
+
+#include "mpitrain/collectives/detail/shm_collectives.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "mpitrain/collectives/reduce_kernels.hpp"
+#include "shm_test_support.hpp"
+
+namespace mpitrain {
+namespace {
+
+using detail::ShmOptions;
+using detail::ShmSegment;
+using test::Buffer;
+using test::describe;
+using test::inputs;
+using test::kAllOps;
+using test::kAllTypes;
+using test::mismatches;
+
+// Bytes of input per workspace: a piece holds 4096 / dtype_bytes elements.
+constexpr std::size_t kWorkspaceBytes = 4096;
+
+// Parameter: ShmOptions::symmetric_bytes. 0 runs every allreduce piece slice by slice
+// (distributed); SIZE_MAX runs every piece that may be symmetric symmetrically.
+class ShmCollectivesTest : public ::testing::TestWithParam<std::size_t> {
+ protected:
+  int rank() const { return seg_.rank(); }
+  int size() const { return seg_.size(); }
+  std::size_t n() const { return static_cast<std::size_t>(seg_.size()); }
+
+  // Counts around the world size, odd, and spanning several pieces with a short last one.
+  std::vector<std::size_t> counts(DType t) const {
+    const std::size_t piece = kWorkspaceBytes / dtype_bytes(t);
+    return {0, 1, n() - 1, n() + 1, 1001, 3 * piece + 7};
+  }
+
+  bool identical(const Buffer& b) const {
+    return test::identical_on_node(node_, b.data(), b.bytes.size());
+  }
+
+  // Runs shm_allreduce out of place from a span starting `shift` elements into its storage,
+  // then in place; checks the closed form, in place == out of place, and identity on the node.
+  void check_allreduce(DType t, ReduceOp op, std::size_t count, std::size_t shift) {
+    SCOPED_TRACE(describe(t, op, count) + " shift " + std::to_string(shift));
+    const std::size_t eb = dtype_bytes(t);
+    const Buffer in = inputs(t, rank(), count);
+    Buffer send(count + shift, t);
+    std::memcpy(send.bytes.data() + shift * eb, in.data(), in.bytes.size());
+    Buffer out(count, t);
+    out.poison();
+    detail::shm_allreduce(seg_, send.bytes.data() + shift * eb, out.data(), count, t, op);
+    EXPECT_EQ(mismatches(out, op, size()), 0u);
+    EXPECT_TRUE(identical(out));
+    detail::shm_allreduce(seg_, send.bytes.data() + shift * eb, send.bytes.data() + shift * eb,
+                          count, t, op);
+    EXPECT_EQ(std::memcmp(send.bytes.data() + shift * eb, out.data(), out.bytes.size()), 0);
+  }
+
+  test::NodeComm node_;
+  ShmSegment seg_{node_.get(),
+                  ShmOptions{.workspace_bytes = kWorkspaceBytes, .symmetric_bytes = GetParam()}};
+};
+
+TEST_P(ShmCollectivesTest, AllreduceClosedForm) {
+  for (DType t : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      for (std::size_t count : counts(t)) {
+        check_allreduce(t, op, count, 0);
+        check_allreduce(t, op, count, 1);
+      }
+    }
+  }
+}
+
+TEST_P(ShmCollectivesTest, ReduceScatterClosedForm) {
+  for (DType t : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      for (std::size_t recv_count : counts(t)) {
+        SCOPED_TRACE(describe(t, op, recv_count));
+        const Buffer send = inputs(t, rank(), n() * recv_count);
+        Buffer out(recv_count, t);
+        out.poison();
+        detail::shm_reduce_scatter(seg_, send.data(), out.data(), recv_count, t, op);
+        // Block r holds the reduction of global indices [r recv_count, (r + 1) recv_count).
+        EXPECT_EQ(mismatches(out, op, size(), static_cast<std::size_t>(rank()) * recv_count),
+                  0u);
+      }
+    }
+  }
+}
+
+TEST_P(ShmCollectivesTest, AllgatherClosedForm) {
+  for (DType t : kAllTypes) {
+    for (std::size_t send_count : counts(t)) {
+      SCOPED_TRACE(describe(t, ReduceOp::sum, send_count));
+      const std::size_t first = static_cast<std::size_t>(rank()) * send_count;
+      const Buffer send = inputs(t, rank(), send_count, first);
+      Buffer out(n() * send_count, t);
+      out.poison();
+      detail::shm_allgather(seg_, send.data(), out.data(), send_count, t);
+      Buffer inplace(n() * send_count, t);
+      inplace.poison();
+      std::memcpy(inplace.bytes.data() + first * dtype_bytes(t), send.data(), send.bytes.size());
+      detail::shm_allgather(seg_, inplace.bytes.data() + first * dtype_bytes(t), inplace.data(),
+                            send_count, t);
+      std::size_t wrong = 0;
+      for (std::size_t j = 0; j < out.count; ++j) {
+        wrong += out[j] != test::value(t, static_cast<int>(j / send_count), j);
+      }
+      EXPECT_EQ(wrong, 0u);
+      EXPECT_EQ(inplace.bytes, out.bytes);
+    }
+  }
+}
+
+TEST_P(ShmCollectivesTest, BroadcastFromEveryRoot) {
+  for (DType t : kAllTypes) {
+    for (std::size_t count : counts(t)) {
+      for (int root = 0; root < size(); ++root) {
+        SCOPED_TRACE(describe(t, ReduceOp::sum, count) + " root " + std::to_string(root));
+        Buffer data = inputs(t, rank(), count);
+        if (rank() != root) data.poison();
+        detail::shm_broadcast(seg_, data.data(), count, t, root);
+        EXPECT_EQ(data.bytes, inputs(t, root, count).bytes);
+      }
+    }
+  }
+  Buffer data(1, DType::f32);
+  EXPECT_THROW(detail::shm_broadcast(seg_, data.data(), 1, DType::f32, size()),
+               std::invalid_argument);
+}
+
+// Returns rank r's value at i: magnitudes 2^-10 .. 2^13 of both signs, so that a sum's
+// rounding depends on the order of its terms.
+float spread_value(int r, std::size_t i) {
+  const auto k = static_cast<int>((i * 7 + static_cast<std::size_t>(r) * 5) % 24) - 10;
+  const float sign = (i + static_cast<std::size_t>(r)) % 3 == 0 ? -1.0f : 1.0f;
+  return sign * std::ldexp(1.0f + static_cast<float>((i + 3 * r) % 11) / 11.0f, k);
+}
+
+TEST_P(ShmCollectivesTest, SumsInRankOrder) {
+  // f32: ((x0 + x1) + x2) + ...; bf16: the same with a rounding to bf16 at every combine;
+  // avg divides the last combine by n (bf16: in fp32, one rounding).
+  const std::size_t count = 3 * kWorkspaceBytes / 4 + 5;
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+    std::vector<float> f(count);
+    std::vector<bfloat16> h(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      f[i] = spread_value(rank(), i);
+      h[i] = to_bfloat16(f[i]);
+    }
+    detail::shm_allreduce(seg_, f.data(), f.data(), count, DType::f32, op);
+    detail::shm_allreduce(seg_, h.data(), h.data(), count, DType::bf16, op);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      float acc = spread_value(0, i);
+      float hacc = to_float(to_bfloat16(acc));
+      for (int r = 1; r < size(); ++r) {
+        const float x = spread_value(r, i);
+        const bool last_avg = op == ReduceOp::avg && r == size() - 1;
+        acc = last_avg ? (x + acc) / static_cast<float>(size()) : x + acc;
+        const float hx = to_float(to_bfloat16(x)) + hacc;
+        hacc = to_float(to_bfloat16(last_avg ? hx / static_cast<float>(size()) : hx));
+      }
+      wrong += std::memcmp(&acc, &f[i], sizeof acc) != 0;
+      wrong += to_bfloat16(hacc).bits != h[i].bits;
+    }
+    EXPECT_EQ(wrong, 0u) << to_string(op);
+  }
+}
+
+TEST_P(ShmCollectivesTest, WireAllreduceIsTheSixteenBitAllreduceConverted) {
+  const std::size_t count = 5 * kWorkspaceBytes / 2 + 3;
+  for (DType wire : {DType::bf16, DType::f16}) {
+    for (ReduceOp op : kAllOps) {
+      SCOPED_TRACE(describe(wire, op, count));
+      std::vector<float> data(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        data[i] = 100.0f * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(rank()));
+      }
+      std::vector<std::uint16_t> half(count);
+      detail::narrow_from_f32(data.data(), half.data(), count, wire, 1);
+      detail::shm_allreduce(seg_, half.data(), half.data(), count, wire, op);
+      std::vector<float> expected(count);
+      detail::widen_to_f32(half.data(), expected.data(), count, wire);
+      detail::shm_wire_allreduce(seg_, data.data(), count, wire, op);
+      EXPECT_EQ(std::memcmp(data.data(), expected.data(), count * sizeof(float)), 0);
+    }
+  }
+  std::vector<float> one(1);
+  EXPECT_THROW(detail::shm_wire_allreduce(seg_, one.data(), 1, DType::f32, ReduceOp::sum),
+               std::invalid_argument);
+}
+
+TEST_P(ShmCollectivesTest, ZeroCopyFromTheArenaGivesTheSameResults) {
+  // In place and out of place from arena buffers, on every rank or only on even ranks (ranks
+  // mix zero copy and copy-in), at an element offset into the allocation.
+  for (DType t : {DType::f32, DType::bf16, DType::f64, DType::u8}) {
+    const std::size_t eb = dtype_bytes(t);
+    const std::size_t count = 4 * kWorkspaceBytes / eb + 9;
+    const std::span<std::byte> arena = seg_.allocate((count + 1) * eb);
+    for (ReduceOp op : kAllOps) {
+      for (bool only_even : {false, true}) {
+        SCOPED_TRACE(describe(t, op, count) + (only_even ? " even ranks" : " all ranks"));
+        const bool mine_in_arena = !only_even || rank() % 2 == 0;
+        const Buffer in = inputs(t, rank(), count);
+        Buffer plain(count, t);
+        std::byte* send = mine_in_arena ? arena.data() + eb : plain.bytes.data();
+        std::memcpy(send, in.data(), in.bytes.size());
+        Buffer out(count, t);
+        out.poison();
+        detail::shm_allreduce(seg_, send, out.data(), count, t, op);
+        EXPECT_EQ(mismatches(out, op, size()), 0u);
+        EXPECT_TRUE(identical(out));
+        detail::shm_allreduce(seg_, send, send, count, t, op);
+        EXPECT_EQ(std::memcmp(send, out.data(), out.bytes.size()), 0);
+      }
+    }
+  }
+}
+
+TEST_P(ShmCollectivesTest, ThousandsOfRandomCollectivesBackToBack) {
+  std::mt19937_64 rng(20240613);  // the same sequence of calls on every rank
+  std::size_t wrong = 0;
+  for (int call = 0; call < 3000; ++call) {
+    const DType t = kAllTypes[rng() % std::size(kAllTypes)];
+    const ReduceOp op = kAllOps[rng() % std::size(kAllOps)];
+    const std::size_t count = rng() % 4 == 0 ? rng() % 8 : rng() % 3000;
+    const auto kind = rng() % 4;
+    const auto root = static_cast<int>(rng() % n());
+    if (kind == 0) {
+      Buffer data = inputs(t, rank(), count);
+      detail::shm_allreduce(seg_, data.data(), data.data(), count, t, op);
+      wrong += mismatches(data, op, size());
+    } else if (kind == 1) {
+      const Buffer send = inputs(t, rank(), n() * count);
+      Buffer out(count, t);
+      detail::shm_reduce_scatter(seg_, send.data(), out.data(), count, t, op);
+      wrong += mismatches(out, op, size(), static_cast<std::size_t>(rank()) * count);
+    } else if (kind == 2) {
+      const Buffer send = inputs(t, rank(), count, static_cast<std::size_t>(rank()) * count);
+      Buffer out(n() * count, t);
+      detail::shm_allgather(seg_, send.data(), out.data(), count, t);
+      for (std::size_t j = 0; j < out.count; ++j) {
+        wrong += out[j] != test::value(t, static_cast<int>(j / count), j);
+      }
+    } else {
+      Buffer data = inputs(t, rank(), count);
+      detail::shm_broadcast(seg_, data.data(), count, t, root);
+      wrong += data.bytes != inputs(t, root, count).bytes;
+    }
+    ASSERT_EQ(wrong, 0u) << "call " << call << ": " << describe(t, op, count) << " kind "
+                         << kind;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllreducePieces, ShmCollectivesTest,
+                         ::testing::Values(std::size_t{0}, SIZE_MAX),
+                         [](const auto& info) {
+                           return info.param == 0 ? "Distributed" : "Symmetric";
+                         });
+
+}  // namespace
+}  // namespace mpitrain
