@@ -46,6 +46,8 @@ bool SelectionRule::matches(const SelectionQuery& q) const noexcept {
   }
   if ((wire == Wire::no && q.wire) || (wire == Wire::yes && !q.wire)) return false;
   if (q.ranks < min_ranks || q.ranks > max_ranks) return false;
+  if (q.local_ranks < min_local_ranks || q.local_ranks > max_local_ranks) return false;
+  if (q.nodes < min_nodes || q.nodes > max_nodes) return false;
   const std::size_t scale = bytes_per_peer ? static_cast<std::size_t>(q.ranks - 1) : 1;
   const std::size_t lo = min_bytes * scale;
   const std::size_t hi =

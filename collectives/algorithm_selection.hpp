@@ -4,9 +4,14 @@
 //
 // A rule matches on the collective, the element type (for fp32 data sent as 16 bits: the
 // wire type), whether the data travels as 16-bit wire values, the reduce op, the number of
-// ranks, and the bytes one rank contributes as sent; byte bounds may scale with size() - 1
-// (algorithms whose latency grows with the number of peers). Every rank of a communicator
-// must hold the same table, so that every rank resolves "default" the same way.
+// ranks, of ranks per node and of nodes, and the bytes one rank contributes as sent; byte
+// bounds may scale with size() - 1 (algorithms whose latency grows with the number of peers).
+// Every rank of a communicator must hold the same table, so that every rank resolves
+// "default" the same way.
+//
+// Tables are files too: `collective_bench --tune` measures a machine and writes one (JSON,
+// see save()); a Communicator loads the file named by MPITRAIN_ALGORITHM_TABLE when it is
+// constructed, and the trainer the one named by distributed.algorithm_table.
 
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +49,8 @@ struct SelectionQuery {
   ReduceOp reduce = ReduceOp::sum;
   std::size_t bytes = 0;    // one rank's contribution, as sent
   int ranks = 1;
+  int local_ranks = 1;  // ranks on this node
+  int nodes = 1;
 };
 
 struct SelectionRule {
@@ -53,6 +60,10 @@ struct SelectionRule {
   enum class Wire : std::uint8_t { any, no, yes } wire = Wire::any;
   int min_ranks = 1;
   int max_ranks = std::numeric_limits<int>::max();
+  int min_local_ranks = 1;
+  int max_local_ranks = std::numeric_limits<int>::max();
+  int min_nodes = 1;
+  int max_nodes = std::numeric_limits<int>::max();
   // Bytes as sent, [min_bytes, end_bytes); times (ranks - 1) when bytes_per_peer.
   std::size_t min_bytes = 0;
   std::size_t end_bytes = std::numeric_limits<std::size_t>::max();
@@ -80,6 +91,18 @@ class AlgorithmSelection {
     return "mpi";
   }
   const std::vector<SelectionRule>& rules() const noexcept { return rules_; }
+
+  // Returns the table in `path` (JSON, as save() writes it). Throws std::runtime_error naming
+  // the file and what is wrong (unreadable, not JSON, an unknown collective, type, op or
+  // algorithm, a bound out of order).
+  static AlgorithmSelection load(const std::string& path);
+  // Writes the table to `path` as JSON: {"format": "mpitrain-algorithm-table", "version": 1,
+  // "comment": ..., "rules": [{"op", "types", "reduces", "wire", "ranks", "local_ranks",
+  // "nodes", "bytes", "bytes_per_peer", "algorithm"}, ...]} with ranges as [min, max] (bytes:
+  // [min, end), null for no bound). Throws std::runtime_error when the file cannot be written.
+  void save(const std::string& path, const std::string& comment = {}) const;
+  // Returns a digest of the rules (ranks compare it to agree on one table).
+  std::uint64_t digest() const;
 
  private:
   std::vector<SelectionRule> rules_;

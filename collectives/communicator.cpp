@@ -14,6 +14,7 @@
 #include <climits>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -23,6 +24,7 @@
 #include "mpitrain/collectives/detail/collective_args.hpp"
 #include "mpitrain/collectives/detail/comm_context.hpp"
 #include "mpitrain/collectives/detail/scoped_errors_return.hpp"
+#include "mpitrain/collectives/detail/shm_segment.hpp"
 
 namespace mpitrain {
 namespace {
@@ -84,6 +86,33 @@ CollectiveArgs make_args(Collective op, const void* send, void* recv, std::size_
   return a;
 }
 
+// Returns the table in `path`, loaded by every rank of `comm` (collective); throws
+// std::runtime_error on every rank, naming the ranks and their errors, when a rank cannot
+// load it or the ranks' tables differ.
+AlgorithmSelection agreed_selection(const Communicator& comm, const std::string& path) {
+  std::string error;
+  std::int64_t digest = 0;
+  std::optional<AlgorithmSelection> table;
+  try {
+    table = AlgorithmSelection::load(path);
+    digest = static_cast<std::int64_t>(table->digest());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const std::vector<std::string> errors = comm.allgather_strings(error);
+  const std::vector<std::int64_t> digests = comm.allgather_value(digest);
+  std::string problems;
+  for (std::size_t r = 0; r < errors.size(); ++r) {
+    if (!errors[r].empty()) problems += fmt::format("\n  rank {}: {}", r, errors[r]);
+    else if (digests[r] != digests[0]) problems += fmt::format("\n  rank {}: a different table", r);
+  }
+  if (!problems.empty()) {
+    throw std::runtime_error(
+        fmt::format("MPITRAIN_ALGORITHM_TABLE={} on rank {}:{}", path, comm.rank(), problems));
+  }
+  return std::move(*table);
+}
+
 // Returns "allreduce on rank 3 (count 12, bf16 avg)": the call as error messages name it.
 std::string describe(const CollectiveArgs& a, int rank, bool nonblocking) {
   std::string what = fmt::format("{}{} on rank {} (count {}, {}", nonblocking ? "i" : "",
@@ -120,6 +149,10 @@ Communicator::Communicator(const MpiRuntime& runtime, std::int64_t fortran_handl
   c.max_call = INT_MAX;
   find_node_layout(c);
   c.create_half_ops();
+  c.shm = std::make_unique<detail::ShmSegment>(c.node);
+  if (const char* table = std::getenv("MPITRAIN_ALGORITHM_TABLE"); table != nullptr && *table) {
+    selection_ = agreed_selection(*this, table);
+  }
   rank_ = c.rank;
   size_ = c.size;
   local_rank_ = c.local_rank;
@@ -158,6 +191,14 @@ Communicator& Communicator::operator=(Communicator&& other) noexcept {
     issued_.store(other.issued_.load());
   }
   return *this;
+}
+
+std::span<std::byte> Communicator::allocate_shared(std::size_t bytes) const {
+  return ctx_->shm->allocate(bytes);
+}
+
+void Communicator::set_timeout(std::chrono::nanoseconds timeout) const noexcept {
+  ctx_->shm->set_timeout(timeout);
 }
 
 std::size_t Communicator::max_call_count() const noexcept { return ctx_->max_call; }
@@ -200,6 +241,8 @@ const detail::Algorithm& Communicator::resolve(const CollectiveArgs& args, std::
     q.reduce = args.reduce;
     q.bytes = args.bytes_as_sent();
     q.ranks = size_;
+    q.local_ranks = local_size_;
+    q.nodes = node_count_;
     algo = selection_.choose(q, [&](std::string_view name) {
       const detail::Algorithm* a = detail::find_algorithm(args.op, name);
       return a != nullptr && why_not(*a).empty();
@@ -258,6 +301,7 @@ void Communicator::barrier() const {
 }
 
 void Communicator::broadcast(void* data, std::size_t count, DType type, int root) const {
+  ctx_->check_root("MPI_Bcast", root, count);
   CollectiveArgs args = make_args(Collective::broadcast, data, data, count, type);
   args.root = root;
   run(args, kDefaultAlgorithm);

@@ -18,6 +18,7 @@
 // naming the call, the rank and the reason, before anything is sent.
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -88,13 +89,27 @@ class Communicator {
   std::string_view default_wire_allreduce_algorithm(std::size_t count, DType wire,
                                                     ReduceOp op) const;
 
+  // Returns `bytes` (rounded up to 64) of memory in the node's shared segment, 64-byte aligned
+  // and zero-filled, at the same offset on every rank: a buffer allocated here (the engine's
+  // gradient buckets) is read by peers in place by the shm algorithm (no copy in). Collective
+  // over the node: every rank calls it with the same size, in the same order. The memory
+  // lives as long as this communicator.
+  std::span<std::byte> allocate_shared(std::size_t bytes) const;
+
+  // Sets how long a rank waits for its peers inside a shared-memory collective before it
+  // throws, naming the ranks that did not arrive (zero, the default: no limit). Every rank
+  // should set the same value.
+  void set_timeout(std::chrono::nanoseconds timeout) const noexcept;
+
   // Returns why the algorithm named `algo` cannot run `op` of `type` (and `reduce`) on this
   // communicator, or an empty string when it can (tests and self-checks skip such pairs).
   std::string cannot_run(std::string_view algo, Collective op, DType type,
                          ReduceOp reduce = ReduceOp::sum) const;
 
-  // The rules "default" resolves by (AlgorithmSelection::builtin() unless replaced). Every
-  // rank must set the same table.
+  // The rules "default" resolves by: AlgorithmSelection::builtin(), or the table file named by
+  // the environment variable MPITRAIN_ALGORITHM_TABLE when the communicator is constructed
+  // (every rank loads it; ranks that fail or disagree make the constructor throw on every
+  // rank). Every rank must set the same table.
   const AlgorithmSelection& algorithm_selection() const noexcept { return selection_; }
   void set_algorithm_selection(AlgorithmSelection selection) { selection_ = std::move(selection); }
 

@@ -7,6 +7,7 @@
 #include "mpitrain/collectives/detail/mpi_algorithm.hpp"
 #include "mpitrain/collectives/detail/reduce_broadcast_algorithm.hpp"
 #include "mpitrain/collectives/detail/ring_algorithm.hpp"
+#include "mpitrain/collectives/detail/shm_algorithm.hpp"
 
 namespace mpitrain::detail {
 namespace {
@@ -15,11 +16,13 @@ namespace {
 const MpiAlgorithm kMpi;
 const RingAlgorithm kRing;
 const ReduceBroadcastAlgorithm kReduceBroadcast;
+const ShmAlgorithm kShm;
 
-const std::array<const Algorithm*, 3> kTable = {
+const std::array<const Algorithm*, 4> kTable = {
     &kMpi,
     &kRing,
     &kReduceBroadcast,
+    &kShm,
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "mpitrain/collectives/mpi_error.hpp"
 #include "mpitrain/collectives/detail/reduce_kernels.hpp"
+#include "mpitrain/collectives/detail/shm_segment.hpp"
 
 namespace mpitrain::detail {
 namespace {
@@ -33,6 +34,7 @@ std::size_t op_index(ReduceOp op) noexcept {
 // Frees the ops and communicators unless MPI is already finalised (then they are gone).
 // Return codes are ignored: a destructor cannot report them, and nothing can be retried.
 CommContext::~CommContext() {
+  shm.reset();  // collective over the node, like the communicators below
   int finalized = 0;
   if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
   for (auto& ops : half_ops) {

@@ -3,18 +3,22 @@
 // collectives/). The Communicator owns one; algorithms receive it by const reference.
 //
 // It owns the MPI objects: the duplicated communicator, the node-local communicator (ranks
-// sharing memory) and the MPI user ops that combine bf16/f16 in fp32. The destructor frees
+// sharing memory), the MPI user ops that combine bf16/f16 in fp32, and the node's
+// shared-memory segment. The destructor frees
 // them in reverse order of creation unless MPI is finalised.
 
 #include <mpi.h>
 
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <string_view>
 
 #include "mpitrain/collectives/dtype.hpp"
 
 namespace mpitrain::detail {
+
+class ShmSegment;
 
 struct CommContext {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -30,6 +34,8 @@ struct CommContext {
   // MPI user ops for bf16 and f16: [bf16, f16][sum, max, min].
   std::array<std::array<MPI_Op, 3>, 2> half_ops{{{MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL},
                                                  {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL}}};
+  // The node's shared memory (shm algorithms, zero-copy buffers); freed first.
+  std::unique_ptr<ShmSegment> shm;
 
   CommContext() = default;
   CommContext(const CommContext&) = delete;

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "mpitrain/collectives/reduce_kernels.hpp"
+#include "mpitrain/collectives/detail/reduce_kernels.hpp"
 
 namespace mpitrain::detail {
 namespace {

@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "mpitrain/collectives/reduce_kernels.hpp"
+#include "mpitrain/collectives/detail/reduce_kernels.hpp"
 #include "shm_test_support.hpp"
 
 namespace mpitrain {
