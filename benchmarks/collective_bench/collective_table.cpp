@@ -42,7 +42,11 @@ std::string algorithm_names_by_collective() {
   for (const Collective& c : kCollectives) {
     if (!text.empty()) text += "; ";
     text += std::string(c.name) + ":";
-    for (const AlgorithmName& a : c.make()->algorithms()) text += " " + a.name;
+    const char* separator = " ";
+    for (const AlgorithmName& a : c.make()->algorithms()) {
+      text += separator + a.name;
+      separator = ", ";
+    }
   }
   return text;
 }
