@@ -300,11 +300,12 @@ void Communicator::barrier() const {
   run(make_args(Collective::barrier, nullptr, nullptr, 0, DType::u8), kDefaultAlgorithm);
 }
 
-void Communicator::broadcast(void* data, std::size_t count, DType type, int root) const {
+void Communicator::broadcast(void* data, std::size_t count, DType type, int root,
+                             std::string_view algo) const {
   ctx_->check_root("MPI_Bcast", root, count);
   CollectiveArgs args = make_args(Collective::broadcast, data, data, count, type);
   args.root = root;
-  run(args, kDefaultAlgorithm);
+  run(args, algo);
 }
 
 void Communicator::allreduce(const void* send, void* recv, std::size_t count, DType type,
@@ -345,13 +346,13 @@ void Communicator::allreduce(std::span<float> data, ReduceOp op, DType wire,
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count,
-                                  DType type, ReduceOp op) const {
-  run(make_args(Collective::reduce_scatter, send, recv, recv_count, type, op), kDefaultAlgorithm);
+                                  DType type, ReduceOp op, std::string_view algo) const {
+  run(make_args(Collective::reduce_scatter, send, recv, recv_count, type, op), algo);
 }
 
 void Communicator::allgather(const void* send, void* recv, std::size_t send_count,
-                             DType type) const {
-  run(make_args(Collective::allgather, send, recv, send_count, type), kDefaultAlgorithm);
+                             DType type, std::string_view algo) const {
+  run(make_args(Collective::allgather, send, recv, send_count, type), algo);
 }
 
 void Communicator::allgatherv(const void* send, std::size_t send_count, void* recv,

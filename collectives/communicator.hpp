@@ -128,7 +128,8 @@ class Communicator {
   void barrier() const;
 
   // ---- type-erased core: counts in elements of `type` -------------------------------------
-  void broadcast(void* data, std::size_t count, DType type, int root) const;
+  void broadcast(void* data, std::size_t count, DType type, int root,
+                 std::string_view algo = kDefaultAlgorithm) const;
   // send == recv is in place. AVG divides the sum by size() (integers: truncating division;
   // bf16/f16: in fp32 before the final rounding).
   void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op,
@@ -136,10 +137,11 @@ class Communicator {
   // send holds size() * recv_count elements; rank r receives block r, reduced. send and recv
   // must not overlap.
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
-                      ReduceOp op) const;
+                      ReduceOp op, std::string_view algo = kDefaultAlgorithm) const;
   // recv holds size() * send_count elements, block r from rank r. In place when send is
   // block rank() of recv.
-  void allgather(const void* send, void* recv, std::size_t send_count, DType type) const;
+  void allgather(const void* send, void* recv, std::size_t send_count, DType type,
+                 std::string_view algo = kDefaultAlgorithm) const;
   // recv_counts[r] elements from rank r, packed in rank order into recv. recv_counts must be
   // the same on every rank, with size() entries and recv_counts[rank()] == send_count.
   void allgatherv(const void* send, std::size_t send_count, void* recv,

@@ -1,0 +1,148 @@
+// Sizes double from --min-bytes to --max-bytes, for every type; `size` is the payload as sent
+// (the whole buffer: allreduce and broadcast buffer, reduce_scatter input, allgather output),
+// so a bf16 row of N elements has size 2N. Rows are measured in groups of one element count:
+// a group holds every (type, algorithm) whose size at that count is in the range, e.g. with
+// --dtype f32,bf16 the f32 rows of 4 MiB and the bf16 rows of 2 MiB (both 1M elements);
+// GroupBench measures a group. The plain MPI call (`mpi`) is always measured: vs_mpi divides
+// every row's busbw by the busbw of the mpi row of its type and size.
+
+#include "driver.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "collective_table.hpp"
+#include "group_bench.hpp"
+#include "report.hpp"
+
+namespace mpitrain::bench {
+namespace {
+
+// Returns the --algo names of a run: "mpi" first (every row is compared with it), then every
+// algorithm `--algo all` measures, or the one named.
+std::vector<std::string> parse_algos(const CollectiveDescriptor& collective,
+                                     const std::string& op, const std::string& text) {
+  const std::vector<AlgorithmName> offered = collective.algorithms();
+  std::vector<std::string> algos{"mpi"};
+  if (text == "all") {
+    for (const AlgorithmName& a : offered) {
+      if (a.name != "mpi") algos.push_back(a.name);
+    }
+    return algos;
+  }
+  const auto named = std::find_if(offered.begin(), offered.end(),
+                                  [&](const AlgorithmName& a) { return a.name == text; });
+  if (named == offered.end()) {
+    std::string valid;
+    for (const AlgorithmName& a : offered) valid += a.name + ", ";
+    throw UsageError("--algo: unknown algorithm '" + text + "' for " + op + " (valid: " + valid +
+                     "all)");
+  }
+  if (text != "mpi") algos.push_back(text);
+  return algos;
+}
+
+// Returns the groups of a run: each element count, ascending, with the types (in --dtype
+// order) whose payload at that count, count * element bytes, is one of the sizes doubling
+// from min_bytes to max_bytes.
+std::map<std::size_t, std::vector<DType>> groups_of(const std::vector<DType>& types,
+                                                    std::size_t min_bytes, std::size_t max_bytes) {
+  std::map<std::size_t, std::vector<DType>> groups;
+  for (DType type : types) {
+    for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
+      std::vector<DType>& group = groups[std::max<std::size_t>(1, bytes / dtype_bytes(type))];
+      if (std::find(group.begin(), group.end(), type) == group.end()) group.push_back(type);
+      if (bytes > max_bytes / 2) break;  // no overflow past the last size
+    }
+  }
+  for (auto& [count, group] : groups) {  // back into --dtype order
+    std::vector<DType> ordered;
+    for (DType type : types) {
+      if (std::find(group.begin(), group.end(), type) != group.end()) ordered.push_back(type);
+    }
+    group = std::move(ordered);
+  }
+  return groups;
+}
+
+// The options of a run, parsed and checked.
+struct Plan {
+  std::unique_ptr<CollectiveDescriptor> collective;
+  std::vector<DType> types;
+  std::vector<std::string> algos;
+  std::size_t min_bytes = 0;
+  std::size_t max_bytes = 0;
+};
+
+// Returns the plan of `opt`; throws UsageError naming the bad option.
+Plan plan_of(const Options& opt) {
+  Plan p;
+  try {
+    p.collective = make_descriptor(opt.op);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--op: ") + e.what());
+  }
+  p.types = parse_dtypes(opt.dtype);
+  p.algos = parse_algos(*p.collective, opt.op, opt.algo);
+  p.min_bytes = parse_bytes("--min-bytes", opt.min_bytes);
+  p.max_bytes = parse_bytes("--max-bytes", opt.max_bytes);
+  if (p.min_bytes > p.max_bytes) {
+    throw UsageError("--min-bytes (" + opt.min_bytes + ") is larger than --max-bytes (" +
+                     opt.max_bytes + ")");
+  }
+  if (opt.iters < 0) throw UsageError("--iters must be positive");
+  if (opt.warmup < -1) throw UsageError("--warmup must be 0 or more");
+  return p;
+}
+
+// Returns the --json file, open on rank 0 (closed elsewhere and without --json); every rank
+// throws UsageError when rank 0 cannot write it.
+std::ofstream open_json(const Communicator& comm, const std::string& path) {
+  std::ofstream file;
+  bool ok = true;
+  if (!path.empty() && comm.rank() == 0) {
+    file.open(path);
+    ok = static_cast<bool>(file);
+  }
+  if (comm.allreduce_value(ok ? 0 : 1, ReduceOp::max) != 0) {
+    throw UsageError("--json: cannot write '" + path + "'");
+  }
+  return file;
+}
+
+}  // namespace
+
+int run(const Communicator& comm, const Options& opt) {
+  const Plan plan = plan_of(opt);
+  std::ofstream json_file = open_json(comm, opt.json);
+  const bool print = comm.rank() == 0;
+  const std::string_view redop = plan.collective->redop();
+  if (print) print_header(opt, plan.types.size(), comm.size(), comm.node_count());
+
+  GroupBench bench(comm, *plan.collective, plan.algos);
+  std::vector<Row> all_rows;
+  std::uint64_t total_wrong = 0;
+  for (const auto& [count, group] : groups_of(plan.types, plan.min_bytes, plan.max_bytes)) {
+    for (const Row& row : bench.run(count, group, opt.iters, opt.warmup, opt.check)) {
+      if (print) print_row(row, redop);
+      total_wrong += row.wrong.value_or(0);
+      all_rows.push_back(row);
+    }
+  }
+
+  if (print) {
+    print_footers(all_rows, plan.types, plan.algos, opt.check, total_wrong);
+    if (json_file.is_open()) {
+      json_file << json_document(opt.op, comm.size(), redop, all_rows).dump(1) << '\n';
+    }
+  }
+  return total_wrong == 0 ? 0 : 1;
+}
+
+}  // namespace mpitrain::bench

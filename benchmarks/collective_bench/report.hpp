@@ -1,0 +1,33 @@
+// What collective_bench prints on rank 0 and writes with --json (DESIGN.md section 8): the
+// header, one table line per row, the footers, the JSON document.
+
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "options.hpp"
+#include "row.hpp"
+
+namespace mpitrain::bench {
+
+// Prints the header: the run, the MPI library, how iterations are counted, the column names.
+void print_header(const Options& opt, std::size_t type_count, int world_size, int node_count);
+
+// Prints one table line.
+void print_row(const Row& row, std::string_view redop);
+
+// Prints the footers: the average bus bandwidth (overall, then per type and algorithm when
+// there are several), the wrong values with --check, and with several types "time vs f32".
+void print_footers(const std::vector<Row>& rows, const std::vector<DType>& types,
+                   const std::vector<std::string>& algos, bool check, std::uint64_t total_wrong);
+
+// Returns the --json document: {"op", "world_size", "rows": [...]}.
+nlohmann::json json_document(const std::string& op, int world_size, std::string_view redop,
+                             const std::vector<Row>& rows);
+
+}  // namespace mpitrain::bench
