@@ -8,8 +8,10 @@ namespace {
 using K = ValueKind;
 constexpr std::string_view kFashion = "/usr/share/datasets/fashion-mnist/";
 
-const std::vector<KeySpec>& schema() {
-  static const std::vector<KeySpec> keys = {
+// The keys of each section, in print-config order. A model kind adds its own keys to
+// seed_and_model_keys() (DESIGN.md section 6 lists them).
+std::vector<KeySpec> seed_and_model_keys() {
+  return {
       {"seed", K::integer, "0", "seeds model init (same on every rank), shuffling and dropout",
        false, {}, 0.0},
       {"model.kind", K::choice, "mlp", "model architecture", false, {"mlp"}},
@@ -18,6 +20,11 @@ const std::vector<KeySpec>& schema() {
        {"relu", "gelu", "tanh"}},
       {"model.dropout", K::number, "0.0", "dropout probability after each activation", false, {},
        0.0, 1.0, true},
+  };
+}
+
+std::vector<KeySpec> data_keys() {
+  return {
       {"data.kind", K::choice, "idx", "idx (MNIST format, .gz or not) | hdf5 | synthetic", false,
        {"idx", "hdf5", "synthetic"}},
       {"data.train.images", K::string, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
@@ -46,6 +53,11 @@ const std::vector<KeySpec>& schema() {
       {"data.split_batches", K::boolean, "false", "batch_size is global and split across ranks"},
       {"data.even_batches", K::boolean, "true",
        "every rank gets the same number of batches (wraps around)"},
+  };
+}
+
+std::vector<KeySpec> training_keys() {
+  return {
       {"optimizer.kind", K::choice, "adamw", "adamw | sgd", false, {"adamw", "sgd"}},
       {"optimizer.lr", K::number, "1.0e-3", "base learning rate", false, {}, 0.0},
       {"optimizer.weight_decay", K::number, "0.01", "decoupled (adamw) or L2 (sgd)", false, {},
@@ -71,6 +83,11 @@ const std::vector<KeySpec>& schema() {
        false, {"error", "skip"}},
       {"training.log_every", K::integer, "50", "steps between metrics lines", false, {}, 1.0},
       {"training.eval", K::boolean, "true", "evaluate on the test set after every epoch"},
+  };
+}
+
+std::vector<KeySpec> run_keys() {
+  return {
       {"distributed.bucket_cap_mb", K::number, "25", "gradient bucket size, MiB", false, {}, 0.0},
       {"distributed.first_bucket_mb", K::number, "1", "first (last layers') bucket, MiB", false,
        {}, 0.0},
@@ -89,6 +106,16 @@ const std::vector<KeySpec>& schema() {
        {}, 1.0},
       {"project.resume", K::string, "none", "none | latest | PATH of a checkpoint"},
   };
+}
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> keys = [] {
+    std::vector<KeySpec> all;
+    for (std::vector<KeySpec> section : {seed_and_model_keys(), data_keys(), training_keys(), run_keys()}) {
+      all.insert(all.end(), section.begin(), section.end());
+    }
+    return all;
+  }();
   return keys;
 }
 

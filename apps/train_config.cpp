@@ -258,18 +258,10 @@ std::string render(const Values* values) {
   return out.str();
 }
 
-}  // namespace
-
-std::string default_config_yaml() { return render(nullptr); }
-
-std::string TrainConfig::origin(const std::string& key) const {
-  const auto it = origins.find(key);
-  return it != origins.end() ? it->second : source;
-}
-
-TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+// Returns every key's value: the defaults, then the file at `path` (if any), then
+// `overrides` in order; `origins` receives where each set key came from.
+Values read_values(const std::string& path, const std::vector<std::string>& overrides, Origins& origins) {
   Values v;
-  Origins origins;
   for (const KeySpec& k : config_schema()) {
     v[std::string(k.path)] = validate(k, YAML::Load(std::string(k.default_yaml)), {"defaults"});
   }
@@ -289,15 +281,20 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
     }
   }
   for (const std::string& o : overrides) apply_override(o, v, origins);
+  return v;
+}
 
-  TrainConfig c;
-  c.origins = origins;
-  c.source = path.empty() ? std::string("config") : path;
-  c.seed = v.at("seed").as<std::int64_t>();
-  c.model.kind = v.at("model.kind").as<std::string>();
-  c.model.hidden = v.at("model.hidden").as<std::vector<std::int64_t>>();
-  c.model.activation = v.at("model.activation").as<std::string>();
-  c.model.dropout = v.at("model.dropout").as<double>();
+// Returns the model section: the kind and each kind's own keys.
+ModelConfig read_model(const Values& v) {
+  ModelConfig m;
+  m.kind = v.at("model.kind").as<std::string>();
+  m.mlp.hidden = v.at("model.hidden").as<std::vector<std::int64_t>>();
+  m.mlp.activation = v.at("model.activation").as<std::string>();
+  m.mlp.dropout = v.at("model.dropout").as<double>();
+  return m;
+}
+
+void read_data(const Values& v, TrainConfig& c) {
   c.data.kind = v.at("data.kind").as<std::string>();
   for (auto [name, src] : {std::pair{"train", &c.data.train}, std::pair{"test", &c.data.test}}) {
     const std::string p = std::string("data.") + name + ".";
@@ -315,6 +312,9 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
   c.data.drop_last = v.at("data.drop_last").as<bool>();
   c.data.split_batches = v.at("data.split_batches").as<bool>();
   c.data.even_batches = v.at("data.even_batches").as<bool>();
+}
+
+void read_optimization(const Values& v, TrainConfig& c) {
   c.optimizer.kind = v.at("optimizer.kind").as<std::string>();
   c.optimizer.lr = v.at("optimizer.lr").as<double>();
   c.optimizer.weight_decay = v.at("optimizer.weight_decay").as<double>();
@@ -333,6 +333,9 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
   c.training.nan_policy = v.at("training.nan_policy").as<std::string>();
   c.training.log_every = v.at("training.log_every").as<std::int64_t>();
   c.training.eval = v.at("training.eval").as<bool>();
+}
+
+void read_run(const Values& v, TrainConfig& c) {
   c.distributed.bucket_cap_mb = v.at("distributed.bucket_cap_mb").as<double>();
   c.distributed.first_bucket_mb = v.at("distributed.first_bucket_mb").as<double>();
   c.distributed.overlap = v.at("distributed.overlap").as<bool>();
@@ -343,9 +346,11 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
   c.project.total_limit = opt<std::int64_t>(v, "project.total_limit");
   c.project.save_every_steps = opt<std::int64_t>(v, "project.save_every_steps");
   c.project.resume = v.at("project.resume").as<std::string>();
+}
 
-  // Checks that involve more than one key.
-  const std::string where = path.empty() ? std::string("config") : path;
+// Throws ConfigError for settings that are valid alone but not together; `where` is the
+// config file, or "config".
+void check_combinations(const TrainConfig& c, const std::string& where) {
   if (c.optimizer.kind == "sgd" && c.optimizer.nesterov && c.optimizer.momentum <= 0.0) {
     throw ConfigError(where + ": optimizer.nesterov: needs optimizer.momentum > 0");
   }
@@ -373,6 +378,29 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
                       ": project.total_limit: needs project.automatic_checkpoint_naming: true "
                       "(checkpoints/step_<S> folders are never deleted); unset one of the two");
   }
+}
+
+}  // namespace
+
+std::string default_config_yaml() { return render(nullptr); }
+
+std::string TrainConfig::origin(const std::string& key) const {
+  const auto it = origins.find(key);
+  return it != origins.end() ? it->second : source;
+}
+
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  Origins origins;
+  const Values v = read_values(path, overrides, origins);
+  TrainConfig c;
+  c.origins = origins;
+  c.source = path.empty() ? std::string("config") : path;
+  c.seed = v.at("seed").as<std::int64_t>();
+  c.model = read_model(v);
+  read_data(v, c);
+  read_optimization(v, c);
+  read_run(v, c);
+  check_combinations(c, c.source);
   c.yaml = render(&v);
   return c;
 }

@@ -26,14 +26,23 @@ struct DataSource {
   std::optional<std::string> features;  // hdf5: dataset name
 };
 
+// The model's keys. model.kind picks the kind; each kind reads its own keys, grouped in its
+// own struct. A new kind adds its struct here, its keys to config_schema.cpp, its reading to
+// train_config.cpp and its branch to model_from_config.cpp.
+struct MlpConfig {
+  std::vector<std::int64_t> hidden;  // model.hidden: hidden layer widths
+  std::string activation;            // model.activation: relu | gelu | tanh
+  double dropout = 0.0;              // model.dropout: probability after each activation
+};
+
+struct ModelConfig {
+  std::string kind;  // model.kind: mlp
+  MlpConfig mlp;     // read whatever the kind; used when kind is mlp
+};
+
 struct TrainConfig {
   std::int64_t seed = 0;
-  struct {
-    std::string kind;
-    std::vector<std::int64_t> hidden;
-    std::string activation;
-    double dropout = 0.0;
-  } model;
+  ModelConfig model;
   struct {
     std::string kind;
     DataSource train;

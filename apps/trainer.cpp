@@ -45,26 +45,6 @@ struct Options {
   std::string fault;  // --inject-fault KIND@RANK:STEP
 };
 
-// Returns the fault described by "throw@1:20" or "hang@0:5"; throws ConfigError otherwise.
-app::InjectedFault parse_fault(const std::string& text) {
-  app::InjectedFault f;
-  if (text.empty()) return f;
-  const auto at = text.find('@');
-  const auto colon = text.find(':', at == std::string::npos ? 0 : at);
-  try {
-    if (at == std::string::npos || colon == std::string::npos) throw std::invalid_argument(text);
-    f.kind = text.substr(0, at);
-    f.rank = std::stoi(text.substr(at + 1, colon - at - 1));
-    f.step = std::stoll(text.substr(colon + 1));
-  } catch (const std::exception&) {
-    throw app::ConfigError("--inject-fault: expected throw@RANK:STEP or hang@RANK:STEP, got '" + text + "'");
-  }
-  if (f.kind != "throw" && f.kind != "hang") {
-    throw app::ConfigError("--inject-fault: the kind must be throw or hang, not '" + f.kind + "'");
-  }
-  return f;
-}
-
 // Prints the message of a failure that every rank saw the same way (rank 0 only), or of
 // one that may be this rank's alone (every failing rank, with its rank).
 void report(const Communicator& comm, const char* what, const std::string& message, bool shared) {
@@ -77,9 +57,30 @@ void report(const Communicator& comm, const char* what, const std::string& messa
   std::fflush(stderr);
 }
 
+// Returns the exit code of `trainer checkpoints list|verify DIR`. Rank 0 alone reads the
+// folder; whatever happens there, it reaches the broadcast, so the other ranks never wait
+// for it, and every rank exits with its code.
+int checkpoints_command(bool list, const std::string& dir, const Communicator& comm) {
+  int code = 0;
+  if (comm.rank() == 0) {
+    try {
+      code = list ? app::list_checkpoints_command(dir, stdout, stderr)
+                  : app::verify_checkpoints_command(dir, stdout, stderr);
+    } catch (const std::exception& e) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "trainer checkpoints %s: %s\n", list ? "list" : "verify", e.what());
+      code = 1;
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+  }
+  comm.broadcast(std::span<int>(&code, 1), 0);
+  return code;
+}
+
 int train(const Options& options, const Communicator& comm, const app::StopSignal& stop) {
   const app::TrainConfig config = app::load_config(options.config, options.overrides);
-  const app::InjectedFault fault = parse_fault(options.fault);
+  const app::InjectedFault fault = app::parse_injected_fault(options.fault);
   app::Watchdog watchdog(config.distributed.timeout_s, comm.rank(), [&comm](const std::string& text) {
     std::fprintf(stderr, "trainer: %s; aborting the job\n", text.c_str());
     std::fflush(stderr);
@@ -144,25 +145,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*check) return app::run_self_check(*comm, stdout) == 0 ? 0 : 1;
-    if (*checkpoints) {
-      // Rank 0 alone reads the folder; whatever happens there, it reaches the broadcast,
-      // so the other ranks never wait for it, and every rank exits with its code.
-      int code = 0;
-      if (main_rank) {
-        try {
-          code = *list ? app::list_checkpoints_command(options.checkpoints_dir, stdout, stderr)
-                       : app::verify_checkpoints_command(options.checkpoints_dir, stdout, stderr);
-        } catch (const std::exception& e) {
-          std::fflush(stdout);
-          std::fprintf(stderr, "trainer checkpoints %s: %s\n", *list ? "list" : "verify", e.what());
-          code = 1;
-        }
-        std::fflush(stdout);
-        std::fflush(stderr);
-      }
-      comm->broadcast(std::span<int>(&code, 1), 0);
-      return code;
-    }
+    if (*checkpoints) return checkpoints_command(list->parsed(), options.checkpoints_dir, *comm);
     return train(options, *comm, stop);
   } catch (const app::ConfigError& e) {
     report(*comm, "config error", e.what(), true);

@@ -1,27 +1,26 @@
 #include "training_run.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 #include "checkpoint_folders.hpp"
+#include "config_checked.hpp"
 #include "datasets_from_config.hpp"
 #include "metrics_log.hpp"
+#include "model_from_config.hpp"
 #include "mpitrain/checkpoint/checkpoint_layout.hpp"
 #include "mpitrain/engine/engine.hpp"
-#include "mpitrain/nn/adamw.hpp"
-#include "mpitrain/nn/cross_entropy_loss.hpp"
-#include "mpitrain/nn/lr_scheduler.hpp"
-#include "mpitrain/nn/mlp.hpp"
-#include "mpitrain/nn/sgd.hpp"
+#include "optimizer_from_config.hpp"
 #include "progress.hpp"
+#include "scheduler_from_config.hpp"
 
 namespace mpitrain::app {
 namespace {
@@ -33,16 +32,8 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Returns `f()`, turning std::invalid_argument (a library's complaint about a setting) into
-// a ConfigError that names the config key.
-template <class F>
-auto config_checked(std::string_view key, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(std::string(key) + ": " + e.what());
-  }
-}
+// Returns "s" unless `n` is 1: "1 rank", "2 ranks".
+const char* plural(std::int64_t n) { return n == 1 ? "" : "s"; }
 
 EngineConfig engine_config(const TrainConfig& c) {
   EngineConfig e;
@@ -63,70 +54,71 @@ EngineConfig engine_config(const TrainConfig& c) {
   return e;
 }
 
-std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, std::vector<nn::Parameter*> params) {
-  const auto& o = c.optimizer;
-  if (o.kind == "sgd") {
-    nn::SgdOptions s;
-    s.lr = o.lr;
-    s.momentum = o.momentum;
-    s.weight_decay = o.weight_decay;
-    s.nesterov = o.nesterov;
-    return config_checked("optimizer", [&] { return std::make_unique<nn::Sgd>(std::move(params), s); });
+data::DataLoaderOptions train_loader_options(const TrainConfig& c) {
+  data::DataLoaderOptions o;
+  o.batch_size = static_cast<std::size_t>(c.data.batch_size);
+  o.shuffle = c.data.shuffle;
+  o.seed = static_cast<std::uint64_t>(c.seed);
+  o.drop_last = c.data.drop_last;
+  return o;
+}
+
+// How long the run is (training_run.hpp): batches per rank and epoch, optimizer steps per
+// epoch, optimizer steps of the whole run.
+struct RunLength {
+  std::int64_t batches = 0;
+  std::int64_t steps_per_epoch = 0;
+  std::int64_t total = 0;
+};
+
+RunLength run_length(const TrainConfig& config, const data::DataLoader& loader, int ranks) {
+  RunLength n;
+  n.batches = static_cast<std::int64_t>(loader.batches_per_epoch());
+  if (n.batches == 0) {
+    throw ConfigError(fmt::format("data: {} gives no batch per epoch (batch_size {} with drop_last on {} ranks)",
+                                  loader.dataset().describe(), config.data.batch_size, ranks));
   }
-  nn::AdamWOptions a;
-  a.lr = o.lr;
-  a.betas = {o.betas.at(0), o.betas.at(1)};
-  a.eps = o.eps;
-  a.weight_decay = o.weight_decay;
-  return config_checked("optimizer", [&] { return std::make_unique<nn::AdamW>(std::move(params), a); });
+  const std::int64_t accumulation = config.training.gradient_accumulation_steps;
+  n.steps_per_epoch = (n.batches + accumulation - 1) / accumulation;
+  n.total = config.training.epochs * n.steps_per_epoch;
+  if (config.training.max_steps) n.total = std::min(n.total, *config.training.max_steps);
+  return n;
 }
 
 struct EvalResult {
   double loss = 0.0;
-  double accuracy = 0.0;
+  double metric = 0.0;  // the objective's, a mean over examples (mlp: accuracy in [0, 1])
   std::int64_t samples = 0;
 };
 
-// Returns the mean loss and accuracy over the whole test set. Every rank evaluates its shard;
-// the real examples' (loss, correct) rows are gathered once at the end with
-// gather_for_metrics, so each test example counts exactly once whatever the padding, and
-// ranks with different batch counts (even_batches: false) still meet in one collective.
-EvalResult evaluate(Engine& engine, nn::Module& model, data::DataLoader& loader) {
+// Returns the mean loss and metric over the whole test set. Every rank scores its shard; the
+// real examples' (loss, metric) rows are gathered once at the end with gather_for_metrics,
+// so each test example counts exactly once whatever the padding, and ranks with different
+// batch counts (even_batches: false) still meet in one collective.
+EvalResult evaluate(Engine& engine, nn::Module& model, const Objective& objective, data::DataLoader& loader) {
   model.train(false);
   loader.set_epoch(0);
-  std::vector<float> rows;  // (examples, 2): loss, correct
+  std::vector<float> rows;  // (examples, 2): loss, metric
   data::Batch batch;
-  while (loader.next(batch)) {
-    const nn::Tensor logits = model.forward(batch.features);  // (batch, classes)
-    const std::size_t classes = logits.dim(1);
-    for (std::size_t r = 0; r < batch.real_count; ++r) {
-      const float* z = logits.data() + r * classes;
-      const std::size_t best = static_cast<std::size_t>(std::max_element(z, z + classes) - z);
-      double sum = 0.0;
-      for (std::size_t k = 0; k < classes; ++k) sum += std::exp(static_cast<double>(z[k] - z[best]));
-      const auto label = static_cast<std::size_t>(batch.labels[r]);
-      rows.push_back(static_cast<float>(std::log(sum) + static_cast<double>(z[best] - z[label])));
-      rows.push_back(best == label ? 1.0f : 0.0f);
-    }
-  }
+  while (loader.next(batch)) objective.score(model.forward(batch.features), batch, rows);
   model.train(true);
   nn::Tensor mine({rows.size() / 2, 2});
   std::copy(rows.begin(), rows.end(), mine.data());
   const nn::Tensor all = engine.gather_for_metrics(mine, mine.dim(0));
   EvalResult result;
   result.samples = static_cast<std::int64_t>(all.dim(0));
-  double loss = 0.0, correct = 0.0;
+  double loss = 0.0, metric = 0.0;
   for (std::size_t i = 0; i < all.dim(0); ++i) {
     loss += all.data()[2 * i];
-    correct += all.data()[2 * i + 1];
+    metric += all.data()[2 * i + 1];
   }
   if (result.samples > 0) {
     result.loss = loss / static_cast<double>(result.samples);
-    result.accuracy = correct / static_cast<double>(result.samples);
+    result.metric = metric / static_cast<double>(result.samples);
   }
   if (static_cast<std::size_t>(result.samples) != loader.dataset().size()) {
-    throw std::logic_error("evaluation counted " + std::to_string(result.samples) +
-                           " examples of a test set of " + std::to_string(loader.dataset().size()));
+    throw std::logic_error(fmt::format("evaluation counted {} examples of a test set of {}", result.samples,
+                                       loader.dataset().size()));
   }
   return result;
 }
@@ -136,7 +128,7 @@ std::string name_list(const std::vector<std::string>& names) {
   constexpr std::size_t kShown = 5;
   std::string text;
   for (std::size_t i = 0; i < names.size() && i < kShown; ++i) text += (i ? ", " : "") + names[i];
-  if (names.size() > kShown) text += " and " + std::to_string(names.size() - kShown) + " more";
+  if (names.size() > kShown) text += fmt::format(" and {} more", names.size() - kShown);
   return text;
 }
 
@@ -149,17 +141,16 @@ std::string folders_in_the_way(const TrainConfig& config, const checkpoint::Chec
   const fs::path dir = manager.checkpoints_dir();
   std::vector<std::string> names;
   if (config.project.automatic_checkpoint_naming) {
-    const std::int64_t next = manager.next_iteration();
     for (const checkpoint::CheckpointInfo& info : manager.in_the_way()) {
       names.push_back(info.dir.filename().string());
     }
     if (names.empty()) return "";
-    return config.origin("project.resume") + ": project.resume: " + config.project.resume +
-           " is not the newest checkpoint of " + dir.string() + ": " + name_list(names) +
-           (names.size() == 1 ? " comes" : " come") + " after it, and this run would save " +
-           checkpoint::checkpoint_folder_name(next) +
-           " next (checkpoints are never overwritten). Remove the newer checkpoints to continue "
-           "from this one, or resume from latest";
+    return fmt::format(
+        "{}: project.resume: {} is not the newest checkpoint of {}: {} {} after it, and this run would save {} "
+        "next (checkpoints are never overwritten). Remove the newer checkpoints to continue from this one, "
+        "or resume from latest",
+        config.origin("project.resume"), config.project.resume, dir.string(), name_list(names),
+        names.size() == 1 ? "comes" : "come", checkpoint::checkpoint_folder_name(manager.next_iteration()));
   }
   std::string newest;
   for (const CheckpointFolder& f : step_folders(dir)) {
@@ -167,259 +158,338 @@ std::string folders_in_the_way(const TrainConfig& config, const checkpoint::Chec
     if (f.committed) newest = f.dir.string();
   }
   if (names.empty()) return "";
-  return config.origin("project.automatic_checkpoint_naming") +
-         ": project.automatic_checkpoint_naming: false saves " + (dir / "step_<S>").string() +
-         " for steps after " + std::to_string(step) + ", and " + name_list(names) +
-         (names.size() == 1 ? " exists" : " exist") +
-         " already (checkpoints are never overwritten). Remove " + (names.size() == 1 ? "it" : "them") +
-         ", choose another project.dir" +
-         (newest.empty() ? std::string() : ", or resume from the newest (project.resume: " + newest + ")");
+  return fmt::format(
+      "{}: project.automatic_checkpoint_naming: false saves {} for steps after {}, and {} {} already "
+      "(checkpoints are never overwritten). Remove {}, choose another project.dir{}",
+      config.origin("project.automatic_checkpoint_naming"), (dir / "step_<S>").string(), step,
+      name_list(names), names.size() == 1 ? "exists" : "exist", names.size() == 1 ? "it" : "them",
+      newest.empty() ? std::string() : fmt::format(", or resume from the newest (project.resume: {})", newest));
 }
 
-}  // namespace
-
-TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm,
-                             const StopSignal& stop, Watchdog& watchdog, std::FILE* out,
-                             const InjectedFault& fault) {
-  const bool main = comm.rank() == 0;
-  const auto started = Clock::now();
-  char line[512];
-  watchdog.progress("loading the data sets");
-  const DataSets sets = make_datasets(config);
-
-  // Everything the engine refers to is declared before it, so it outlives the engine.
-  std::vector<std::size_t> hidden(config.model.hidden.begin(), config.model.hidden.end());
-  nn::Sequential model = config_checked("model", [&] {
-    return nn::make_mlp(sets.train->feature_size(), hidden, sets.num_classes,
-                        nn::parse_activation(config.model.activation),
-                        static_cast<float>(config.model.dropout),
-                        static_cast<std::uint64_t>(config.seed));
-  });
-  std::unique_ptr<nn::Optimizer> optimizer = make_optimizer(config, model.parameters());
+// Everything the run is made of. Everything the engine refers to is declared before it, so
+// it outlives the engine.
+struct RunParts {
+  DataSets sets;
+  Model model;
+  std::unique_ptr<nn::Optimizer> optimizer;
   std::optional<nn::LrScheduler> scheduler;
   std::optional<data::DataLoader> train_loader;
   std::optional<data::DataLoader> test_loader;
+  std::unique_ptr<Engine> engine;
+  RunLength length;
+};
 
-  Engine engine(config_checked("config", [&] { return engine_config(config); }), comm);
+// What flows from one step of the training loop to the next.
+struct LoopState {
+  std::int64_t resumed_at = 0;            // the step the run started (or resumed) at
+  std::int64_t last_saved = 0;            // the step of the last checkpoint (or the start)
+  std::int64_t last_evaluated_epoch = -1;
+  Clock::time_point train_start;
+  Clock::time_point last_log_time;        // of the last metrics line
+  std::uint64_t last_log_samples = 0;     // engine.samples_seen() then
+  double loss_sum = 0.0;                  // this rank's micro-batch losses since then
+  double loss_count = 0.0;
+  data::Batch batch;                      // buffers reused by every micro-step
+  nn::Tensor grad;
+};
 
-  data::DataLoaderOptions train_options;
-  train_options.batch_size = static_cast<std::size_t>(config.data.batch_size);
-  train_options.shuffle = config.data.shuffle;
-  train_options.seed = static_cast<std::uint64_t>(config.seed);
-  train_options.drop_last = config.data.drop_last;
-  train_loader.emplace(config_checked("data.batch_size", [&] {
-    return engine.make_loader(sets.train, train_options);
-  }));
-  const auto batches = static_cast<std::int64_t>(train_loader->batches_per_epoch());
-  if (batches == 0) {
-    throw ConfigError("data: " + sets.train->describe() + " gives no batch per epoch (batch_size " +
-                      std::to_string(config.data.batch_size) + " with drop_last on " +
-                      std::to_string(comm.size()) + " ranks)");
-  }
-  const std::int64_t accumulation = config.training.gradient_accumulation_steps;
-  const std::int64_t steps_per_epoch = (batches + accumulation - 1) / accumulation;
-  std::int64_t total = config.training.epochs * steps_per_epoch;
-  if (config.training.max_steps) total = std::min(total, *config.training.max_steps);
-  scheduler.emplace(config_checked("scheduler", [&] {
-    return nn::make_scheduler(config.scheduler.kind, *optimizer, config.scheduler.warmup_steps, total);
-  }));
-  config_checked("data", [&] { engine.prepare(model, *optimizer, *train_loader, &*scheduler); });
-  engine.set_config_text(config.yaml);
-  if (sets.test && config.training.eval) {
-    data::DataLoaderOptions test_options = train_options;
-    test_options.shuffle = false;
-    test_options.drop_last = false;
-    test_loader.emplace(engine.make_loader(sets.test, test_options));
+// One run of run_training(): its steps as methods, in the order they happen.
+class TrainingRun {
+ public:
+  TrainingRun(const TrainConfig& config, const Communicator& comm, const StopSignal& stop, Watchdog& watchdog,
+              std::FILE* out, const InjectedFault& fault)
+      : config_(config), comm_(comm), stop_(stop), watchdog_(watchdog), out_(out), fault_(fault) {}
+
+  TrainingOutcome run() {
+    set_up_model();
+    set_up_loaders();
+    set_up_output();
+    clean_up_checkpoint_folder();
+    resume();
+    train();
+    finish();
+    return outcome_;
   }
 
-  const fs::path project_dir = config.project.dir;
-  std::optional<MetricsLog> metrics;
-  if (main) {
-    fs::create_directories(project_dir);
-    metrics.emplace((project_dir / "metrics.jsonl").string());
+ private:
+  // ---- set-up ----------------------------------------------------------------------------
+
+  // The data sets, the model, its optimizer and the engine.
+  void set_up_model() {
+    watchdog_.progress("loading the data sets");
+    p_.sets = make_datasets(config_);
+    p_.model = make_model(config_, p_.sets.train->feature_size(), p_.sets.num_classes);
+    p_.optimizer = make_optimizer(config_, p_.model.module->parameters());
+    p_.engine = std::make_unique<Engine>(config_checked("config", [&] { return engine_config(config_); }), comm_);
   }
-  Progress progress(total, config.training.log_every, out);
-  const auto say = [&](const char* text) {
-    if (main) progress.message(text);
-  };
-  std::snprintf(line, sizeof line,
-                "mpitrain: %d rank%s on %d node%s; train %s (%lld batches of %lld per rank and epoch); "
-                "%lld steps (%lld per epoch)",
-                comm.size(), comm.size() == 1 ? "" : "s", comm.node_count(),
-                comm.node_count() == 1 ? "" : "s", sets.train->describe().c_str(),
-                static_cast<long long>(batches), static_cast<long long>(config.data.batch_size),
-                static_cast<long long>(total), static_cast<long long>(steps_per_epoch));
-  say(line);
+
+  // The training loader, the length of the run and the scheduler sized by it, the engine's
+  // preparation, and the test loader.
+  void set_up_loaders() {
+    Engine& engine = *p_.engine;
+    const data::DataLoaderOptions train_options = train_loader_options(config_);
+    p_.train_loader.emplace(
+        config_checked("data.batch_size", [&] { return engine.make_loader(p_.sets.train, train_options); }));
+    p_.length = run_length(config_, *p_.train_loader, comm_.size());
+    p_.scheduler.emplace(make_scheduler(config_, *p_.optimizer, p_.length.total));
+    config_checked("data", [&] {
+      engine.prepare(*p_.model.module, *p_.optimizer, *p_.train_loader, &*p_.scheduler);
+    });
+    engine.set_config_text(config_.yaml);
+    if (p_.sets.test && config_.training.eval) {
+      data::DataLoaderOptions test_options = train_options;
+      test_options.shuffle = false;
+      test_options.drop_last = false;
+      p_.test_loader.emplace(engine.make_loader(p_.sets.test, test_options));
+    }
+  }
+
+  // metrics.jsonl (rank 0), the progress display, and the first line.
+  void set_up_output() {
+    if (main()) {
+      fs::create_directories(config_.project.dir);
+      metrics_.emplace((fs::path(config_.project.dir) / "metrics.jsonl").string());
+    }
+    progress_.emplace(p_.length.total, config_.training.log_every, out_);
+    const int nodes = comm_.node_count();
+    say(fmt::format("mpitrain: {} rank{} on {} node{}; train {} ({} batches of {} per rank and epoch); "
+                    "{} steps ({} per epoch)",
+                    comm_.size(), plural(comm_.size()), nodes, plural(nodes), p_.sets.train->describe(),
+                    p_.length.batches, config_.data.batch_size, p_.length.total, p_.length.steps_per_epoch));
+  }
 
   // The checkpoint manager, first: creating it is collective and removes the folders that
   // interrupted saves left behind, so that happens now rather than at the first save.
-  watchdog.progress("cleaning up the checkpoint folder");
-  const checkpoint::CheckpointManager& manager = engine.checkpoints();
-  for (const fs::path& removed : manager.removed_at_start()) {
-    say(("removed an abandoned checkpoint folder: " + removed.string()).c_str());
-  }
-
-  // Resume.
-  watchdog.progress("resuming");
-  const std::string& resume = config.project.resume;
-  if (resume == "latest") {
-    double found = 0.0;
-    if (main) found = manager.latest() ? 1.0 : 0.0;
-    if (engine.reduce(found, ReduceOp::max) > 0.0) {
-      engine.load_state();
-    } else {
-      say("resume: latest: no checkpoint yet, starting from scratch");
+  void clean_up_checkpoint_folder() {
+    watchdog_.progress("cleaning up the checkpoint folder");
+    for (const fs::path& removed : p_.engine->checkpoints().removed_at_start()) {
+      say(fmt::format("removed an abandoned checkpoint folder: {}", removed.string()));
     }
-  } else if (resume != "none") {
-    engine.load_state(fs::path(resume));
-  }
-  // Rank 0 looks (every rank sees the same shared folder) and speaks for all.
-  std::string in_the_way;
-  if (main) in_the_way = folders_in_the_way(config, manager, static_cast<std::int64_t>(engine.step_count()));
-  if (engine.reduce(in_the_way.empty() ? 0.0 : 1.0, ReduceOp::max) > 0.0) throw ConfigError(in_the_way);
-  if (engine.step_count() > 0 || engine.batches_in_epoch() > 0) {
-    std::snprintf(line, sizeof line, "resumed at step %llu (epoch %llu, batch %llu of the epoch)",
-                  static_cast<unsigned long long>(engine.step_count()),
-                  static_cast<unsigned long long>(engine.epoch()),
-                  static_cast<unsigned long long>(engine.batches_in_epoch()));
-    say(line);
   }
 
-  TrainingOutcome outcome;
-  auto step_of = [&] { return static_cast<std::int64_t>(engine.step_count()); };
-  const std::int64_t resumed_at = step_of();
-  std::int64_t last_saved = step_of();
-  std::int64_t last_evaluated_epoch = -1;
-  const auto save = [&] {
-    watchdog.progress("saving the checkpoint of step", step_of());
-    const checkpoint::SaveResult r =
-        config.project.automatic_checkpoint_naming
-            ? engine.save_state()
-            : engine.save_state(manager.checkpoints_dir() / step_folder_name(step_of()));
-    last_saved = step_of();
-    outcome.last_checkpoint = r.dir.string();
-    std::snprintf(line, sizeof line, "step %lld: saved %s", static_cast<long long>(step_of()),
-                  r.dir.string().c_str());
-    say(line);
-    for (const std::string& w : r.warnings) say(("warning: " + w).c_str());
-  };
-  const auto run_eval = [&](std::int64_t epoch) {
-    last_evaluated_epoch = epoch;
-    if (!test_loader) return;
-    watchdog.progress("evaluating after step", step_of());
-    const EvalResult r = evaluate(engine, model, *test_loader);
-    outcome.test_accuracy = r.accuracy;
-    outcome.test_loss = r.loss;
-    if (metrics) metrics->write(EvalMetrics{step_of(), epoch, r.loss, r.accuracy, r.samples});
-    std::snprintf(line, sizeof line, "epoch %lld: test accuracy %.2f%%, loss %.4f (%lld examples)",
-                  static_cast<long long>(epoch), 100.0 * r.accuracy, r.loss,
-                  static_cast<long long>(r.samples));
-    say(line);
-  };
+  // ---- resume ----------------------------------------------------------------------------
 
-  const auto train_start = Clock::now();
-  auto last_log_time = train_start;
-  std::uint64_t last_log_samples = engine.samples_seen();
-  double loss_sum = 0.0;
-  double loss_count = 0.0;
-  data::Batch batch;
-  nn::Tensor grad;
-  while (step_of() < total) {
-    watchdog.progress("training step", step_of() + 1);
-    if (!engine.next_batch(batch)) {  // the epoch is over; the loader stands at the next one
-      ++outcome.epochs_done;
-      run_eval(static_cast<std::int64_t>(engine.epoch()) - 1);
-      if (static_cast<std::int64_t>(engine.epoch()) >= config.training.epochs) break;
-      continue;
+  void resume() {
+    watchdog_.progress("resuming");
+    Engine& engine = *p_.engine;
+    const checkpoint::CheckpointManager& manager = engine.checkpoints();
+    const std::string& resume = config_.project.resume;
+    if (resume == "latest") {
+      double found = 0.0;
+      if (main()) found = manager.latest() ? 1.0 : 0.0;
+      if (engine.reduce(found, ReduceOp::max) > 0.0) {
+        engine.load_state();
+      } else {
+        say("resume: latest: no checkpoint yet, starting from scratch");
+      }
+    } else if (resume != "none") {
+      engine.load_state(fs::path(resume));
     }
-    auto micro = engine.accumulate();
-    const nn::Tensor logits = model.forward(batch.features);
-    loss_sum += nn::cross_entropy(logits, batch.labels, grad);
-    loss_count += 1.0;
-    engine.backward(grad);
-    if (!engine.sync_gradients()) continue;
+    // Rank 0 looks (every rank sees the same shared folder) and speaks for all.
+    std::string in_the_way;
+    if (main()) in_the_way = folders_in_the_way(config_, manager, step());
+    if (engine.reduce(in_the_way.empty() ? 0.0 : 1.0, ReduceOp::max) > 0.0) throw ConfigError(in_the_way);
+    if (engine.step_count() > 0 || engine.batches_in_epoch() > 0) {
+      say(fmt::format("resumed at step {} (epoch {}, batch {} of the epoch)", engine.step_count(), engine.epoch(),
+                      engine.batches_in_epoch()));
+    }
+    s_.resumed_at = step();
+    s_.last_saved = step();
+  }
 
-    const std::int64_t step = step_of() + 1;
-    const bool log_now = step % config.training.log_every == 0 || step == total;
+  // ---- the training loop -----------------------------------------------------------------
+
+  void train() {
+    Engine& engine = *p_.engine;
+    s_.train_start = Clock::now();
+    s_.last_log_time = s_.train_start;
+    s_.last_log_samples = engine.samples_seen();
+    while (step() < p_.length.total) {
+      watchdog_.progress("training step", step() + 1);
+      if (!engine.next_batch(s_.batch)) {  // the epoch is over; the loader stands at the next one
+        ++outcome_.epochs_done;
+        evaluate_epoch(static_cast<std::int64_t>(engine.epoch()) - 1);
+        if (static_cast<std::int64_t>(engine.epoch()) >= config_.training.epochs) break;
+        continue;
+      }
+      // The micro-step's guard spans the whole iteration, as it always has: the step, the
+      // save and the stop check happen inside the micro-step that stepped, so a checkpoint
+      // records the same engine counters.
+      auto micro = engine.accumulate();
+      if (!train_micro_batch()) continue;
+      const std::int64_t done = optimizer_step();
+      trigger_injected_fault_for_tests(fault_, comm_.rank(), done);
+      if (config_.project.save_every_steps && done % *config_.project.save_every_steps == 0) save();
+      if (stop_requested(done)) break;
+    }
+  }
+
+  // Runs forward, the objective's loss and backward on the current batch, inside the
+  // micro-step train() started. Returns true when the gradients are synchronised, so that an
+  // optimizer step is due.
+  bool train_micro_batch() {
+    Engine& engine = *p_.engine;
+    const nn::Tensor output = p_.model.module->forward(s_.batch.features);
+    s_.loss_sum += p_.model.objective->loss(output, s_.batch, s_.grad);
+    s_.loss_count += 1.0;
+    engine.backward(s_.grad);
+    return engine.sync_gradients();
+  }
+
+  // Clips (or only measures, for a metrics line) the gradient norm, steps the optimizer and
+  // logs. Returns the step just completed.
+  std::int64_t optimizer_step() {
+    Engine& engine = *p_.engine;
+    const std::int64_t done = step() + 1;
+    const bool log_now = done % config_.training.log_every == 0 || done == p_.length.total;
     double grad_norm = std::numeric_limits<double>::quiet_NaN();
-    if (config.training.max_grad_norm) {
-      grad_norm = engine.clip_grad_norm(*config.training.max_grad_norm);
+    if (config_.training.max_grad_norm) {
+      grad_norm = engine.clip_grad_norm(*config_.training.max_grad_norm);
     } else if (log_now) {
       grad_norm = engine.clip_grad_norm(std::numeric_limits<double>::infinity());  // measures only
     }
-    const double lr = optimizer->lr();
+    const double lr = p_.optimizer->lr();
     const float scale = engine.loss_scale();
     engine.step();
     engine.zero_grad();
-
     if (log_now) {
-      nn::Tensor sums({2});
-      sums.data()[0] = static_cast<float>(loss_sum);
-      sums.data()[1] = static_cast<float>(loss_count);
-      const nn::Tensor total_sums = engine.reduce(sums);
-      const double loss = total_sums.data()[0] / std::max(1.0f, total_sums.data()[1]);
-      const double interval = seconds_since(last_log_time);
-      const double samples_per_s =
-          interval > 0 ? static_cast<double>(engine.samples_seen() - last_log_samples) / interval : 0.0;
-      if (metrics) {
-        metrics->write(TrainMetrics{step, static_cast<std::int64_t>(engine.epoch()), loss, lr, grad_norm,
-                                    static_cast<double>(scale),
-                                    static_cast<std::int64_t>(engine.state().skipped_steps),
-                                    samples_per_s, seconds_since(train_start)});
-      }
-      if (main) progress.update(static_cast<std::int64_t>(engine.epoch()), step, loss, samples_per_s);
-      last_log_time = Clock::now();
-      last_log_samples = engine.samples_seen();
-      loss_sum = 0.0;
-      loss_count = 0.0;
-    } else if (main) {
-      const double interval = seconds_since(last_log_time);
-      progress.update(static_cast<std::int64_t>(engine.epoch()), step, loss_sum / std::max(1.0, loss_count),
-                      interval > 0 ? static_cast<double>(engine.samples_seen() - last_log_samples) / interval : 0.0);
+      log_metrics(done, lr, grad_norm, scale);
+    } else if (main()) {
+      progress_->update(epoch(), done, s_.loss_sum / std::max(1.0, s_.loss_count), samples_per_s());
     }
-    if (fault.rank == comm.rank() && fault.step == step) {
-      if (fault.kind == "throw") {
-        throw std::runtime_error("injected fault after step " + std::to_string(step));
-      }
-      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // "hang": the watchdog's case
-    }
-    if (config.project.save_every_steps && step % *config.project.save_every_steps == 0) save();
-    // A scheduler's signal may reach some ranks only: stop together, after this step.
-    if (engine.reduce(stop.requested() ? 1.0 : 0.0, ReduceOp::max) > 0.0) {
-      const std::string cause = stop.signal_number() != 0
-                                    ? "signal " + std::to_string(stop.signal_number())
-                                    : std::string("a signal received by another rank");
-      std::snprintf(line, sizeof line, "stop requested (%s): saving and exiting after step %lld",
-                    cause.c_str(), static_cast<long long>(step));
-      say(line);
-      outcome.stopped_by_signal = true;
-      break;
-    }
+    return done;
   }
-  if (!outcome.stopped_by_signal && step_of() > resumed_at) {
+
+  // ---- log ---------------------------------------------------------------------------------
+
+  // Writes a metrics line (the loss averaged over the micro-batches and ranks since the last
+  // one) and updates the progress display. Collective.
+  void log_metrics(std::int64_t done, double lr, double grad_norm, float scale) {
+    Engine& engine = *p_.engine;
+    nn::Tensor sums({2});
+    sums.data()[0] = static_cast<float>(s_.loss_sum);
+    sums.data()[1] = static_cast<float>(s_.loss_count);
+    const nn::Tensor total_sums = engine.reduce(sums);
+    const double loss = total_sums.data()[0] / std::max(1.0f, total_sums.data()[1]);
+    const double rate = samples_per_s();
+    if (metrics_) {
+      metrics_->write(TrainMetrics{done, epoch(), loss, lr, grad_norm, static_cast<double>(scale),
+                                   static_cast<std::int64_t>(engine.state().skipped_steps), rate,
+                                   seconds_since(s_.train_start)});
+    }
+    if (main()) progress_->update(epoch(), done, loss, rate);
+    s_.last_log_time = Clock::now();
+    s_.last_log_samples = engine.samples_seen();
+    s_.loss_sum = 0.0;
+    s_.loss_count = 0.0;
+  }
+
+  // Returns every rank's samples per second since the last metrics line.
+  double samples_per_s() const {
+    const double interval = seconds_since(s_.last_log_time);
+    return interval > 0 ? static_cast<double>(p_.engine->samples_seen() - s_.last_log_samples) / interval : 0.0;
+  }
+
+  // ---- evaluate ----------------------------------------------------------------------------
+
+  // Evaluates on the test set (if any) after `epoch`, and reports it.
+  void evaluate_epoch(std::int64_t epoch) {
+    s_.last_evaluated_epoch = epoch;
+    if (!p_.test_loader) return;
+    watchdog_.progress("evaluating after step", step());
+    const EvalResult r = evaluate(*p_.engine, *p_.model.module, *p_.model.objective, *p_.test_loader);
+    outcome_.test_accuracy = r.metric;
+    outcome_.test_loss = r.loss;
+    if (metrics_) metrics_->write(EvalMetrics{step(), epoch, r.loss, r.metric, r.samples});
+    say(fmt::format("epoch {}: test {}, loss {:.4f} ({} examples)", epoch,
+                    p_.model.objective->describe_metric(r.metric), r.loss, r.samples));
+  }
+
+  // After the loop: the epoch the last step completed is evaluated, if the loop did not.
+  void evaluate_last_epoch() {
+    if (outcome_.stopped_by_signal || step() <= s_.resumed_at) return;
     // The last step consumed the epoch's last batch: that epoch is complete, evaluate it.
-    const bool epoch_complete = train_loader->end_of_epoch();
-    const auto epoch = static_cast<std::int64_t>(engine.epoch());
-    if (epoch_complete && last_evaluated_epoch < epoch) {
-      ++outcome.epochs_done;
-      run_eval(epoch);
-    } else if (last_evaluated_epoch < 0 && test_loader) {
-      run_eval(epoch);  // max_steps ended the run mid-epoch: report where it got to
+    const bool epoch_complete = p_.train_loader->end_of_epoch();
+    if (epoch_complete && s_.last_evaluated_epoch < epoch()) {
+      ++outcome_.epochs_done;
+      evaluate_epoch(epoch());
+    } else if (s_.last_evaluated_epoch < 0 && p_.test_loader) {
+      evaluate_epoch(epoch());  // max_steps ended the run mid-epoch: report where it got to
     }
   }
-  if (step_of() != last_saved) save();
-  if (main) {
-    watchdog.progress("writing model.h5");
-    progress.finish();
+
+  // ---- save --------------------------------------------------------------------------------
+
+  void save() {
+    Engine& engine = *p_.engine;
+    watchdog_.progress("saving the checkpoint of step", step());
+    const checkpoint::SaveResult r =
+        config_.project.automatic_checkpoint_naming
+            ? engine.save_state()
+            : engine.save_state(engine.checkpoints().checkpoints_dir() / step_folder_name(step()));
+    s_.last_saved = step();
+    outcome_.last_checkpoint = r.dir.string();
+    say(fmt::format("step {}: saved {}", step(), r.dir.string()));
+    for (const std::string& w : r.warnings) say(fmt::format("warning: {}", w));
   }
-  const fs::path model_file = engine.save_model(project_dir);
-  outcome.steps = step_of();
-  outcome.seconds = seconds_since(started);
-  std::snprintf(line, sizeof line, "%s after %lld steps in %.1f s; weights in %s",
-                outcome.stopped_by_signal ? "stopped" : "done", static_cast<long long>(outcome.steps),
-                outcome.seconds, model_file.string().c_str());
-  say(line);
-  return outcome;
+
+  // ---- stop --------------------------------------------------------------------------------
+
+  // Returns true when a rank received SIGTERM/SIGUSR1. A scheduler's signal may reach some
+  // ranks only: every rank asks after every step (collective), and they stop together.
+  bool stop_requested(std::int64_t done) {
+    if (p_.engine->reduce(stop_.requested() ? 1.0 : 0.0, ReduceOp::max) <= 0.0) return false;
+    const std::string cause = stop_.signal_number() != 0 ? fmt::format("signal {}", stop_.signal_number())
+                                                         : std::string("a signal received by another rank");
+    say(fmt::format("stop requested ({}): saving and exiting after step {}", cause, done));
+    outcome_.stopped_by_signal = true;
+    return true;
+  }
+
+  // The last evaluation, the last checkpoint, the model's weights and the last line.
+  void finish() {
+    evaluate_last_epoch();
+    if (step() != s_.last_saved) save();
+    if (main()) {
+      watchdog_.progress("writing model.h5");
+      progress_->finish();
+    }
+    const fs::path model_file = p_.engine->save_model(config_.project.dir);
+    outcome_.steps = step();
+    outcome_.seconds = seconds_since(started_);
+    say(fmt::format("{} after {} steps in {:.1f} s; weights in {}", outcome_.stopped_by_signal ? "stopped" : "done",
+                    outcome_.steps, outcome_.seconds, model_file.string()));
+  }
+
+  // ---- helpers -----------------------------------------------------------------------------
+
+  bool main() const { return comm_.rank() == 0; }
+  std::int64_t step() const { return static_cast<std::int64_t>(p_.engine->step_count()); }
+  std::int64_t epoch() const { return static_cast<std::int64_t>(p_.engine->epoch()); }
+  // Rank 0 shows `text` on its own line; the other ranks stay quiet.
+  void say(const std::string& text) {
+    if (main()) progress_->message(text.c_str());
+  }
+
+  const TrainConfig& config_;
+  const Communicator& comm_;
+  const StopSignal& stop_;
+  Watchdog& watchdog_;
+  std::FILE* out_;
+  const InjectedFault& fault_;
+  const Clock::time_point started_ = Clock::now();
+  RunParts p_;
+  std::optional<MetricsLog> metrics_;
+  std::optional<Progress> progress_;
+  LoopState s_;
+  TrainingOutcome outcome_;
+};
+
+}  // namespace
+
+TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm, const StopSignal& stop,
+                             Watchdog& watchdog, std::FILE* out, const InjectedFault& fault) {
+  return TrainingRun(config, comm, stop, watchdog, out, fault).run();
 }
 
 }  // namespace mpitrain::app

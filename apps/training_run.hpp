@@ -1,10 +1,13 @@
 #pragma once
 // TrainingRun: what `trainer --config run.yaml` does on every rank. It builds the data sets,
-// the MLP, the optimizer, the scheduler and the Engine from a TrainConfig, resumes if asked,
-// and trains: evaluation after every epoch (gather_for_metrics over the test set),
-// metrics.jsonl on rank 0 (DESIGN.md section 7), a progress display, checkpoints every
-// project.save_every_steps steps and at the end, and a clean stop on SIGTERM/SIGUSR1
-// (finish the step, save, return).
+// the model (with its loss and evaluation metric), the optimizer, the scheduler and the Engine
+// from a TrainConfig (apps/*_from_config.hpp), resumes if asked, and trains: evaluation after
+// every epoch (gather_for_metrics over the test set), metrics.jsonl on rank 0 (DESIGN.md
+// section 7), a progress display, checkpoints every project.save_every_steps steps and at the
+// end, and a clean stop on SIGTERM/SIGUSR1 (finish the step, save, return).
+//
+// training_run.cpp reads as the run goes: set-up, resume, then per optimizer step train,
+// log, save and stop, evaluation after every epoch, and the finish.
 //
 // Checkpoint folder at start, before the first step: abandoned temporary folders are removed
 // (the checkpoint manager is created then), and a run whose saves would find their folder
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <string>
 
+#include "injected_fault.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "stop_signal.hpp"
 #include "train_config.hpp"
@@ -37,18 +41,10 @@ struct TrainingOutcome {
   std::string last_checkpoint;      // folder of the last checkpoint saved, if any
 };
 
-// A failure injected on purpose, to test that the job ends promptly with a message instead of
-// hanging (`trainer --inject-fault throw|hang@RANK:STEP`): after optimizer step `step`, rank
-// `rank` throws std::runtime_error ("throw") or stops making progress ("hang").
-struct InjectedFault {
-  std::string kind;  // "", "throw" or "hang"
-  int rank = -1;
-  std::int64_t step = -1;
-};
-
 // Runs the training described by `config`. Collective: every rank calls it. `out` receives
-// rank 0's progress and messages. Throws ConfigError for settings that only turn out wrong
-// with the data in hand, and std::exception for runtime failures.
+// rank 0's progress and messages; `fault` is for tests only (injected_fault.hpp). Throws
+// ConfigError for settings that only turn out wrong with the data in hand, and
+// std::exception for runtime failures.
 TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm,
                              const StopSignal& stop, Watchdog& watchdog, std::FILE* out,
                              const InjectedFault& fault = {});

@@ -1,6 +1,6 @@
 #include "watchdog.hpp"
 
-#include <cstdio>
+#include <fmt/format.h>
 
 namespace mpitrain::app {
 namespace {
@@ -39,11 +39,8 @@ void Watchdog::watch() {
     const double stalled = static_cast<double>(now_ns() - since_ns_.load()) * 1e-9;
     if (stalled <= timeout_s_) continue;
     const long long detail = detail_.load();
-    char text[256];
-    std::snprintf(text, sizeof text, "rank %d: no progress for %.0f s (distributed.timeout_s = %g) in: %s%s%s",
-                  rank_, stalled, timeout_s_, what_.load(), detail >= 0 ? " " : "",
-                  detail >= 0 ? std::to_string(detail).c_str() : "");
-    on_timeout_(text);
+    on_timeout_(fmt::format("rank {}: no progress for {:.0f} s (distributed.timeout_s = {:g}) in: {}{}", rank_,
+                            stalled, timeout_s_, what_.load(), detail >= 0 ? fmt::format(" {}", detail) : ""));
     return;
   }
 }

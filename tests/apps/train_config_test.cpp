@@ -37,8 +37,8 @@ TEST(TrainConfig, DefaultsMatchTheDesignContract) {
   const TrainConfig c = load_config("", {});
   EXPECT_EQ(c.seed, 0);
   EXPECT_EQ(c.model.kind, "mlp");
-  EXPECT_EQ(c.model.hidden, (std::vector<std::int64_t>{256, 256}));
-  EXPECT_EQ(c.model.activation, "relu");
+  EXPECT_EQ(c.model.mlp.hidden, (std::vector<std::int64_t>{256, 256}));
+  EXPECT_EQ(c.model.mlp.activation, "relu");
   EXPECT_EQ(c.data.kind, "idx");
   EXPECT_EQ(*c.data.train.images, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
   EXPECT_EQ(*c.data.test.labels, "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz");
@@ -88,7 +88,7 @@ TEST(TrainConfig, FileValuesAndOverridesApplyInOrder) {
   EXPECT_EQ(c.training.mixed_precision, "bf16");
   EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.8, 0.9}));
   EXPECT_DOUBLE_EQ(*c.training.max_grad_norm, 1.5);
-  EXPECT_EQ(c.model.hidden, (std::vector<std::int64_t>{8, 4}));
+  EXPECT_EQ(c.model.mlp.hidden, (std::vector<std::int64_t>{8, 4}));
 }
 
 TEST(TrainConfig, UnknownKeyNamesFileLineAndSuggests) {

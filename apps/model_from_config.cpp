@@ -1,0 +1,33 @@
+#include "model_from_config.hpp"
+
+#include <vector>
+
+#include "classification_objective.hpp"
+#include "config_checked.hpp"
+#include "mpitrain/nn/mlp.hpp"
+
+namespace mpitrain::app {
+namespace {
+
+Model make_mlp_model(const TrainConfig& config, std::size_t features, std::size_t classes) {
+  const MlpConfig& mlp = config.model.mlp;
+  const std::vector<std::size_t> hidden(mlp.hidden.begin(), mlp.hidden.end());
+  Model model;
+  model.module = config_checked("model", [&] {
+    return std::make_unique<nn::Sequential>(
+        nn::make_mlp(features, hidden, classes, nn::parse_activation(mlp.activation),
+                     static_cast<float>(mlp.dropout), static_cast<std::uint64_t>(config.seed)));
+  });
+  model.objective = std::make_unique<ClassificationObjective>();
+  return model;
+}
+
+}  // namespace
+
+Model make_model(const TrainConfig& config, std::size_t features, std::size_t classes) {
+  if (config.model.kind == "mlp") return make_mlp_model(config, features, classes);
+  throw ConfigError(config.origin("model.kind") + ": model.kind: unknown model kind '" +
+                    config.model.kind + "' (known: mlp)");
+}
+
+}  // namespace mpitrain::app

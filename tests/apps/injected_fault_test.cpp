@@ -1,0 +1,42 @@
+#include "injected_fault.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "train_config.hpp"
+
+namespace mpitrain::app {
+namespace {
+
+TEST(InjectedFault, ParsesKindRankAndStep) {
+  const InjectedFault f = parse_injected_fault("throw@1:20");
+  EXPECT_EQ(f.kind, "throw");
+  EXPECT_EQ(f.rank, 1);
+  EXPECT_EQ(f.step, 20);
+  EXPECT_EQ(parse_injected_fault("hang@0:5").kind, "hang");
+  EXPECT_EQ(parse_injected_fault("").kind, "");
+}
+
+TEST(InjectedFault, BadTextIsAConfigErrorNamingTheOption) {
+  for (const std::string text : {"throw", "throw@x:1", "explode@0:1"}) {
+    try {
+      parse_injected_fault(text);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--inject-fault: ", 0), 0u) << e.what();
+    }
+  }
+}
+
+TEST(InjectedFault, ThrowsOnlyOnItsRankAfterItsStep) {
+  const InjectedFault f = parse_injected_fault("throw@1:20");
+  EXPECT_NO_THROW(trigger_injected_fault_for_tests(f, 0, 20));
+  EXPECT_NO_THROW(trigger_injected_fault_for_tests(f, 1, 19));
+  EXPECT_THROW(trigger_injected_fault_for_tests(f, 1, 20), std::runtime_error);
+  EXPECT_NO_THROW(trigger_injected_fault_for_tests(InjectedFault{}, -1, -1));
+}
+
+}  // namespace
+}  // namespace mpitrain::app
