@@ -13,6 +13,7 @@
 // in a collective; so does the watchdog when a phase makes no progress for
 // distributed.timeout_s seconds.
 
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -78,8 +79,13 @@ int checkpoints_command(bool list, const std::string& dir, const Communicator& c
   return code;
 }
 
-int train(const Options& options, const Communicator& comm, const app::StopSignal& stop) {
+int train(const Options& options, Communicator& comm, const app::StopSignal& stop) {
   const app::TrainConfig config = app::load_config(options.config, options.overrides);
+  if (config.distributed.algorithm_table) comm.use_algorithm_table(*config.distributed.algorithm_table);
+  // A rank waiting in a shared-memory collective gives up as the watchdog would, naming the
+  // ranks that did not arrive.
+  comm.set_timeout(std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(config.distributed.timeout_s)));
   const app::InjectedFault fault = app::parse_injected_fault(options.fault);
   app::Watchdog watchdog(config.distributed.timeout_s, comm.rank(), [&comm](const std::string& text) {
     std::fprintf(stderr, "trainer: %s; aborting the job\n", text.c_str());

@@ -108,7 +108,7 @@ AlgorithmSelection agreed_selection(const Communicator& comm, const std::string&
   }
   if (!problems.empty()) {
     throw std::runtime_error(
-        fmt::format("MPITRAIN_ALGORITHM_TABLE={} on rank {}:{}", path, comm.rank(), problems));
+        fmt::format("algorithm table {} on rank {}:{}", path, comm.rank(), problems));
   }
   return std::move(*table);
 }
@@ -151,7 +151,7 @@ Communicator::Communicator(const MpiRuntime& runtime, std::int64_t fortran_handl
   c.create_half_ops();
   c.shm = std::make_unique<detail::ShmSegment>(c.node);
   if (const char* table = std::getenv("MPITRAIN_ALGORITHM_TABLE"); table != nullptr && *table) {
-    selection_ = agreed_selection(*this, table);
+    use_algorithm_table(table);
   }
   rank_ = c.rank;
   size_ = c.size;
@@ -191,6 +191,10 @@ Communicator& Communicator::operator=(Communicator&& other) noexcept {
     issued_.store(other.issued_.load());
   }
   return *this;
+}
+
+void Communicator::use_algorithm_table(const std::string& path) {
+  selection_ = agreed_selection(*this, path);
 }
 
 std::span<std::byte> Communicator::allocate_shared(std::size_t bytes) const {

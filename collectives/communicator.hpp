@@ -111,6 +111,10 @@ class Communicator {
   // (every rank loads it; ranks that fail or disagree make the constructor throw on every
   // rank). Every rank must set the same table.
   const AlgorithmSelection& algorithm_selection() const noexcept { return selection_; }
+  // Loads the table file `path` (AlgorithmSelection::load) on every rank and uses it.
+  // Collective; throws std::runtime_error on every rank, naming each rank that could not load
+  // it or holds a different table.
+  void use_algorithm_table(const std::string& path);
   void set_algorithm_selection(AlgorithmSelection selection) { selection_ = std::move(selection); }
 
   // Returns the largest element count handed to one MPI call (INT_MAX unless lowered).

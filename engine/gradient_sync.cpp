@@ -93,8 +93,7 @@ GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stre
     offset = align_up(offset);
   }
   storage_count_ = std::max<std::size_t>(offset, kAlignFloats);
-  storage_.reset(static_cast<float*>(nn::allocate_aligned(storage_count_ * sizeof(float))));
-  std::fill_n(storage_.get(), storage_count_, 0.0f);
+  allocate_storage();
 
   if (options_.comm_dtype != DType::f32) {
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
@@ -122,10 +121,10 @@ GradientSync::~GradientSync() {
   }
   // Give every rebound gradient its own storage again, so no Parameter keeps a view of ours.
   for (Entry& e : params_) {
-    if (!e.external_grad.empty() || e.parameter->grad.data() != storage_.get() + e.offset) continue;
+    if (!e.external_grad.empty() || e.parameter->grad.data() != storage_data_ + e.offset) continue;
     try {
       nn::Tensor own(e.parameter->value.shape());
-      std::copy_n(storage_.get() + e.offset, e.numel, own.data());
+      std::copy_n(storage_data_ + e.offset, e.numel, own.data());
       e.parameter->grad = std::move(own);
     } catch (...) {
       e.parameter->grad = nn::Tensor();
@@ -135,7 +134,7 @@ GradientSync::~GradientSync() {
 
 void GradientSync::bind(std::size_t index) {
   Entry& e = params_[index];
-  float* slot = storage_.get() + e.offset;
+  float* slot = storage_data_ + e.offset;
   if (!e.external_grad.empty()) {
     std::copy(e.external_grad.begin(), e.external_grad.end(), slot);
   } else if (e.parameter->grad.data() != slot || e.parameter->grad.numel() != e.numel) {
@@ -148,7 +147,7 @@ void GradientSync::begin_sync() {
   if (in_sync_) throw std::logic_error("GradientSync::begin_sync: a synchronisation is already open");
   std::fill(ready_.begin(), ready_.end(), 0);
   for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
-  if (!buckets_.empty()) storage_[unused_slot_] = 0.0f;
+  if (!buckets_.empty()) storage_data_[unused_slot_] = 0.0f;
   next_launch_ = 0;
   launched_early_ = 0;
   any_ready_ = false;
@@ -203,7 +202,7 @@ void GradientSync::reduce(std::size_t bucket) {
   // pass of their own), with the bucket's wire buffer as scratch; only this task uses it.
   std::span<std::uint16_t> scratch;
   if (!wire_.empty()) scratch = std::span<std::uint16_t>(wire_[bucket].get(), wire_count_[bucket]);
-  comm_.allreduce(std::span<float>(storage_.get() + b.offset, count), ReduceOp::sum,
+  comm_.allreduce(std::span<float>(storage_data_ + b.offset, count), ReduceOp::sum,
                   options_.comm_dtype, options_.algorithm, scratch);
 }
 
@@ -231,7 +230,7 @@ SyncReport GradientSync::finish() {
       // 1 per rank with unused parameters: exact in every wire type up to 256 ranks. Once
       // the last bucket has left (all parameters ready), its element is in flight and
       // begin_sync() already set it to 0.
-      if (next_launch_ < buckets_.size()) storage_[unused_slot_] = report.unused_local > 0 ? 1.0f : 0.0f;
+      if (next_launch_ < buckets_.size()) storage_data_[unused_slot_] = report.unused_local > 0 ? 1.0f : 0.0f;
       // The buckets already launched complete first; the stream is then idle, and the rest
       // are reduced right here, in bucket order (handing them to the worker thread would only
       // add a wake-up: nothing is left to overlap with). The ranks' collective order is the
@@ -241,7 +240,7 @@ SyncReport GradientSync::finish() {
         f = CommFuture();
       }
       while (next_launch_ < buckets_.size()) reduce(next_launch_++);
-      report.ranks_with_unused = static_cast<std::size_t>(std::lround(storage_[unused_slot_]));
+      report.ranks_with_unused = static_cast<std::size_t>(std::lround(storage_data_[unused_slot_]));
     } else {
       report.ranks_with_unused = report.unused_local > 0 ? 1 : 0;
     }
@@ -278,7 +277,7 @@ SyncReport GradientSync::finish() {
 
 void GradientSync::copy_out() {
   for (Entry& e : params_) {
-    if (!e.external_grad.empty()) std::copy_n(storage_.get() + e.offset, e.numel, e.external_grad.data());
+    if (!e.external_grad.empty()) std::copy_n(storage_data_ + e.offset, e.numel, e.external_grad.data());
   }
 }
 
@@ -297,20 +296,34 @@ void GradientSync::abort() noexcept {
 std::vector<std::span<float>> GradientSync::gradient_spans() {
   std::vector<std::span<float>> spans;
   spans.reserve(buckets_.size());
-  for (const Bucket& b : buckets_) spans.emplace_back(storage_.get() + b.offset, b.count);
+  for (const Bucket& b : buckets_) spans.emplace_back(storage_data_ + b.offset, b.count);
   return spans;
 }
 
 std::span<float> GradientSync::gradient_slot(std::size_t index) {
   const Entry& e = params_.at(index);
-  return {storage_.get() + e.offset, e.numel};
+  return {storage_data_ + e.offset, e.numel};
 }
 
 void GradientSync::zero_grad() {
-  std::fill_n(storage_.get(), storage_count_, 0.0f);
+  std::fill_n(storage_data_, storage_count_, 0.0f);
   for (Entry& e : params_) {
     if (!e.external_grad.empty()) std::fill(e.external_grad.begin(), e.external_grad.end(), 0.0f);
   }
+}
+
+void GradientSync::allocate_storage() {
+  // Ranks of one node keep their buckets in the node's shared segment, at the same offset on
+  // every rank, so the shm allreduce reads each peer's gradients where backward wrote them
+  // (no copy in). Every rank allocates the same size here (prepare agreed on the layout).
+  if (comm_.size() > 1 && comm_.node_count() == 1) {
+    const std::span<std::byte> shared = comm_.allocate_shared(storage_count_ * sizeof(float));
+    storage_data_ = reinterpret_cast<float*>(shared.data());  // zero-filled, 64-byte aligned
+    return;
+  }
+  storage_.reset(static_cast<float*>(nn::allocate_aligned(storage_count_ * sizeof(float))));
+  storage_data_ = storage_.get();
+  std::fill_n(storage_data_, storage_count_, 0.0f);
 }
 
 }  // namespace mpitrain

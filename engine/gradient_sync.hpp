@@ -156,6 +156,7 @@ class GradientSync {
     std::size_t offset;  // in the flat storage
     std::size_t numel;
   };
+  void allocate_storage();             // storage_count_ floats for the flat buckets
   void bind(std::size_t index);        // make the gradient live in (or be copied into) its slot
   void launch_ready_buckets();         // launch buckets next_launch_.. whose params are ready
   void launch(std::size_t bucket);
@@ -171,6 +172,9 @@ class GradientSync {
     void operator()(void* p) const noexcept;
   };
   // 64-byte aligned (2 MiB and huge pages from 2 MiB up), buckets at 64-byte offsets.
+  // The flat gradient storage: in the communicator's shared segment (owned by it) when every
+  // rank is on one node, else owned here (storage_).
+  float* storage_data_ = nullptr;
   std::unique_ptr<float[], FreeDeleter> storage_;
   std::size_t storage_count_ = 0;
   std::size_t unused_slot_ = 0;  // storage index of the unused-count element

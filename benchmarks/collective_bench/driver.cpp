@@ -118,23 +118,30 @@ std::ofstream open_json(const Communicator& comm, const std::string& path) {
 
 }  // namespace
 
+std::vector<Row> run_rows(const Communicator& comm, const Options& opt) {
+  const Plan plan = plan_of(opt);
+  const bool print = comm.rank() == 0;
+  const std::string_view redop = plan.collective->redop();
+  if (print) print_header(opt, plan.types.size(), comm.size(), comm.node_count());
+  GroupBench bench(comm, *plan.collective, plan.algos);
+  std::vector<Row> rows;
+  for (const auto& [count, group] : groups_of(plan.types, plan.min_bytes, plan.max_bytes)) {
+    for (const Row& row : bench.run(count, group, opt.iters, opt.warmup, opt.check)) {
+      if (print) print_row(row, redop);
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
 int run(const Communicator& comm, const Options& opt) {
   const Plan plan = plan_of(opt);
   std::ofstream json_file = open_json(comm, opt.json);
   const bool print = comm.rank() == 0;
   const std::string_view redop = plan.collective->redop();
-  if (print) print_header(opt, plan.types.size(), comm.size(), comm.node_count());
-
-  GroupBench bench(comm, *plan.collective, plan.algos);
-  std::vector<Row> all_rows;
+  const std::vector<Row> all_rows = run_rows(comm, opt);
   std::uint64_t total_wrong = 0;
-  for (const auto& [count, group] : groups_of(plan.types, plan.min_bytes, plan.max_bytes)) {
-    for (const Row& row : bench.run(count, group, opt.iters, opt.warmup, opt.check)) {
-      if (print) print_row(row, redop);
-      total_wrong += row.wrong.value_or(0);
-      all_rows.push_back(row);
-    }
-  }
+  for (const Row& row : all_rows) total_wrong += row.wrong.value_or(0);
 
   if (print) {
     print_footers(all_rows, plan.types, plan.algos, opt.check, total_wrong);

@@ -3,8 +3,11 @@
 
 #pragma once
 
+#include <vector>
+
 #include "mpitrain/collectives/communicator.hpp"
 #include "options.hpp"
+#include "row.hpp"
 
 namespace mpitrain::bench {
 
@@ -12,5 +15,9 @@ namespace mpitrain::bench {
 // UsageError for bad options (on every rank, before any collective but the one that agrees
 // whether the --json file opened), std::exception for runtime errors.
 int run(const Communicator& comm, const Options& opt);
+
+// Returns the rows of one collective's table (printed on rank 0 as they are measured, with
+// the header, without footers): what run() measures, for --tune.
+std::vector<Row> run_rows(const Communicator& comm, const Options& opt);
 
 }  // namespace mpitrain::bench

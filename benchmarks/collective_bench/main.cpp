@@ -3,7 +3,7 @@
 //
 //   mpirun -np N collective_bench [--op allreduce|reduce_scatter|allgather|broadcast]
 //       [--dtype f32|f64|bf16|f16[,...]] [--algo NAME|all] [--min-bytes 1K]
-//       [--max-bytes 256M] [--iters N] [--warmup N] [--check] [--json FILE]
+//       [--max-bytes 256M] [--iters N] [--warmup N] [--check] [--json FILE] [--tune FILE]
 //
 // Built as one driver (driver.cpp: the size sweep and the table; group_bench.cpp: warm-up,
 // interleaved timed iterations, maximum over ranks, --check; report.cpp: what is printed and
@@ -36,6 +36,7 @@
 
 #include "collective_table.hpp"
 #include "driver.hpp"
+#include "tune.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
 
@@ -57,6 +58,9 @@ void add_options(CLI::App& app, mpitrain::bench::Options& opt) {
   app.add_option("--warmup", opt.warmup, "warm-up iterations per row (default: 2)");
   app.add_flag("--check", opt.check, "verify results against closed-form values");
   app.add_option("--json", opt.json, "also write the rows as JSON to FILE");
+  app.add_option("--tune", opt.tune,
+                 "measure every collective and algorithm, write the fastest per size to FILE "
+                 "(an algorithm table for MPITRAIN_ALGORITHM_TABLE or distributed.algorithm_table)");
 }
 
 }  // namespace
@@ -85,7 +89,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    return bench::run(comm, opt);
+    return opt.tune.empty() ? bench::run(comm, opt) : bench::tune(comm, opt);
   } catch (const bench::UsageError& e) {
     if (rank0) std::fprintf(stderr, "collective_bench: %s\n", e.what());
     return 2;

@@ -21,6 +21,7 @@ struct Options {
   int warmup = -1;  // -1: 2 per row
   bool check = false;
   std::string json;
+  std::string tune;  // --tune FILE: write the fastest algorithm per size as a table
 };
 
 // Usage errors: reported by rank 0, exit code 2 on every rank.
