@@ -174,7 +174,7 @@ bool scale_and_check(std::span<float> values, float factor) {
 }  // namespace
 
 Engine::Engine(EngineConfig config, const Communicator& comm)
-    : config_(std::move(config)), comm_(comm) {
+    : config_(std::move(config)), comm_(comm), phase_(config_.gradient_accumulation_steps) {
   config_.validate();
   nn::set_blas_threads(config_.blas_threads != 0
                            ? config_.blas_threads
@@ -321,8 +321,7 @@ void Engine::setup_sync(std::vector<SyncedParameter> params, std::string_view wh
   options.algorithm = config_.allreduce_algorithm;
   options.unused_parameters = config_.unused_parameters;
   sync_ = std::make_unique<GradientSync>(std::move(params), *stream_, options);
-  window_pos_ = 0;
-  step_pending_ = false;
+  phase_.restart_window();
 }
 
 void Engine::prepare(nn::Module& model, nn::Optimizer& optimizer) {
@@ -471,26 +470,20 @@ bool Engine::next_batch(data::Batch& out) {
 }
 
 Engine::MicroStep Engine::accumulate() {
-  if (micro_open_) throw std::logic_error("Engine::accumulate: a micro-step is already open");
-  begin_micro_step();
+  phase_.open_micro_step("Engine::accumulate", loader_ends_window());
   return MicroStep(this);
 }
 
 Engine::NoSync Engine::no_sync() { return NoSync(this); }
 
-void Engine::begin_micro_step() {
-  micro_open_ = true;
-  backward_in_micro_ = false;
-  const bool window_full = window_pos_ + 1 >= config_.gradient_accumulation_steps;
-  const bool loader_end = config_.sync_with_dataloader && train_loader_ != nullptr &&
-                          train_loader_->position() > 0 && train_loader_->end_of_epoch();
-  sync_gradients_ = no_sync_depth_ == 0 && (window_full || loader_end);
+bool Engine::loader_ends_window() const {
+  return config_.sync_with_dataloader && train_loader_ != nullptr &&
+         train_loader_->position() > 0 && train_loader_->end_of_epoch();
 }
 
 void Engine::end_micro_step() {
-  micro_open_ = false;
+  phase_.close_micro_step();
   ++state_.micro_step;
-  window_pos_ = sync_gradients_ ? 0 : window_pos_ + 1;
 }
 
 float Engine::loss_gradient_scale() const noexcept {
@@ -501,16 +494,10 @@ float Engine::loss_gradient_scale() const noexcept {
 
 void Engine::run_backward(const std::function<void()>& body) {
   if (!sync_) throw std::logic_error("Engine::backward before prepare() or register_parameters()");
-  const bool implicit = !micro_open_;
-  if (!implicit && backward_in_micro_) {
-    throw std::logic_error("Engine::backward: one backward per accumulate() micro-step (a second "
-                           "one would reduce gradients that are already reduced)");
-  }
-  if (implicit) begin_micro_step();
-  backward_in_micro_ = true;
+  const bool implicit = phase_.start_backward("Engine::backward", loader_ends_window());
   const auto t0 = Clock::now();
   try {
-    if (sync_gradients_) {
+    if (phase_.sync_gradients()) {
       sync_->begin_sync();
       try {
         body();
@@ -523,9 +510,7 @@ void Engine::run_backward(const std::function<void()>& body) {
       timings_.buckets = sync_->buckets().size();
       timings_.buckets_launched_early = report.buckets_launched_early;
       timings_.backward_seconds = seconds_since(t0);
-      step_pending_ = true;
-      unscaled_ = false;
-      grads_finite_ = true;
+      phase_.backward_synchronised("Engine::backward");
       first_non_finite_.clear();
     } else {
       body();
@@ -569,7 +554,7 @@ void Engine::grad_ready(std::size_t index) {
 std::vector<std::span<float>> Engine::gradient_spans() { return sync_->gradient_spans(); }
 
 bool Engine::unscale_and_check() {
-  if (unscaled_) return grads_finite_;
+  if (phase_.unscaled()) return phase_.finite();
   bool finite = true;
   if (loss_scale() != 1.0f) {
     // torch: inv_scale = float(1 / double(scale)); a power of two, so exact.
@@ -579,8 +564,7 @@ bool Engine::unscale_and_check() {
   } else {
     for (std::span<float> s : gradient_spans()) finite = all_finite(s) && finite;
   }
-  unscaled_ = true;
-  grads_finite_ = finite;
+  phase_.gradients_checked("Engine::unscale_and_check", finite);
   // Named now, before clip_grad_value can clamp an inf to a finite value.
   if (!finite) first_non_finite_ = first_non_finite_gradient();
   return finite;
@@ -596,7 +580,7 @@ double Engine::clip_grad_norm(double max_norm, double norm_type) {
     throw std::invalid_argument("Engine::clip_grad_norm: max_norm must be >= 0, not " +
                                 std::to_string(max_norm));
   }
-  if (!step_pending_) return std::numeric_limits<double>::quiet_NaN();
+  if (!phase_.step_pending()) return std::numeric_limits<double>::quiet_NaN();
   // The gradients are identical on every rank after synchronisation: the norm is local.
   const std::vector<std::span<float>> spans = gradient_spans();
   double norm = 0.0;
@@ -612,11 +596,11 @@ double Engine::clip_grad_norm(double max_norm, double norm_type) {
     }
   }
   if (!inf_norm) norm = std::sqrt(norm);
-  const double scale = unscaled_ ? 1.0 : static_cast<double>(loss_scale());
+  const double scale = phase_.unscaled() ? 1.0 : static_cast<double>(loss_scale());
   const double true_norm = norm / scale;
   if (!std::isfinite(true_norm)) {
-    unscaled_ = true;  // the step will be skipped (or fail): the values no longer matter
-    grads_finite_ = false;
+    // The step will be skipped (or fail): the values no longer matter.
+    phase_.gradients_checked("Engine::clip_grad_norm", false);
     first_non_finite_ = first_non_finite_gradient();  // before clip_grad_value may clamp
     return true_norm;
   }
@@ -631,8 +615,7 @@ double Engine::clip_grad_norm(double max_norm, double norm_type) {
     }
     sync_->copy_out();
   }
-  unscaled_ = true;
-  grads_finite_ = true;
+  phase_.gradients_checked("Engine::clip_grad_norm", true);
   return true_norm;
 }
 
@@ -641,7 +624,7 @@ void Engine::clip_grad_value(double clip_value) {
     throw std::invalid_argument("Engine::clip_grad_value: clip_value must be >= 0, not " +
                                 std::to_string(clip_value));
   }
-  if (!step_pending_) return;
+  if (!phase_.step_pending()) return;
   unscale_and_check();
   const float c = static_cast<float>(clip_value);
   for (std::span<float> s : gradient_spans()) {
@@ -651,12 +634,12 @@ void Engine::clip_grad_value(double clip_value) {
 }
 
 bool Engine::step() {
-  if (!step_pending_) return false;
-  step_pending_ = false;
+  if (!phase_.step_pending()) return false;
   const bool finite = unscale_and_check();
+  phase_.take_step();
   const std::uint64_t this_step = state_.step;
   ++state_.step;
-  last_step_skipped_ = true;
+  phase_.record_step(true);
   if (scaler_ && scaler_->enabled()) {
     // Backward passes use scale() until this update; the next window uses the new one.
     const bool skip = scaler_->update(!finite, static_cast<std::int64_t>(this_step));
@@ -675,7 +658,7 @@ bool Engine::step() {
     ++state_.skipped_steps;
     return false;
   }
-  last_step_skipped_ = false;
+  phase_.record_step(false);
   if (optimizer_ != nullptr) optimizer_->step();
   if (scheduler_step_) scheduler_step_();
   return true;
@@ -689,7 +672,7 @@ std::string Engine::first_non_finite_gradient() {
 }
 
 void Engine::zero_grad() {
-  if (!sync_gradients_) return;
+  if (!phase_.sync_gradients()) return;
   zero_all_gradients();
 }
 
@@ -806,8 +789,7 @@ nn::Rng Engine::process_rng(std::uint64_t purpose) const noexcept {
 
 void Engine::restore_counters(const EngineState& state) {
   state_ = state;
-  window_pos_ = 0;
-  step_pending_ = false;
+  phase_.restart_window();
 }
 
 }  // namespace mpitrain

@@ -63,6 +63,7 @@
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/data/data_loader.hpp"
 #include "mpitrain/engine/engine_config.hpp"
+#include "mpitrain/engine/engine_phase.hpp"
 #include "mpitrain/engine/gradient_sync.hpp"
 #include "mpitrain/nn/module.hpp"
 #include "mpitrain/nn/lr_scheduler.hpp"
@@ -191,7 +192,7 @@ class Engine {
   // Disables synchronisation for the micro-steps started while the guard lives.
   [[nodiscard]] NoSync no_sync();
   // Returns true when the current (or last) micro-step synchronises gradients.
-  bool sync_gradients() const noexcept { return sync_gradients_; }
+  bool sync_gradients() const noexcept { return phase_.sync_gradients(); }
 
   // Returns the factor by which a loss gradient must be multiplied:
   // loss_scale / (gradient_accumulation_steps * world_size).
@@ -228,7 +229,7 @@ class Engine {
   // Returns true when the last synchronising step() skipped the optimizer (inf/NaN
   // gradients: an fp16 overflow, or nan_policy skip), as Accelerate's
   // optimizer_step_was_skipped.
-  bool optimizer_step_was_skipped() const noexcept { return last_step_skipped_; }
+  bool optimizer_step_was_skipped() const noexcept { return phase_.last_step_skipped(); }
   // Zeroes the gradients after a synchronising micro-step; otherwise does nothing.
   void zero_grad();
   // Returns the loss scale the next backward uses (1 without fp16).
@@ -365,10 +366,10 @@ class Engine {
    public:
     NoSync(NoSync&& other) noexcept : engine_(other.engine_) { other.engine_ = nullptr; }
     NoSync& operator=(NoSync&&) = delete;
-    ~NoSync() { if (engine_ != nullptr) --engine_->no_sync_depth_; }
+    ~NoSync() { if (engine_ != nullptr) engine_->phase_.leave_no_sync(); }
    private:
     friend class Engine;
-    explicit NoSync(Engine* e) : engine_(e) { ++engine_->no_sync_depth_; }
+    explicit NoSync(Engine* e) : engine_(e) { engine_->phase_.enter_no_sync(); }
     Engine* engine_;
   };
   class MainProcessFirst {
@@ -383,7 +384,9 @@ class Engine {
   };
 
  private:
-  void begin_micro_step();
+  // Returns true when the training loader's last batch of the epoch was just read and
+  // ends the accumulation window (sync_with_dataloader).
+  bool loader_ends_window() const;
   void end_micro_step();
   // Collective: one allgather of (error flag, settings hash, parameter-list hash) per rank.
   // Throws on EVERY rank, naming the rank(s) and values, when some rank's `local_error` (its
@@ -443,18 +446,10 @@ class Engine {
   std::vector<std::unique_ptr<data::DataLoader>> retired_loaders_;
 
   EngineState state_;
-  std::size_t window_pos_ = 0;   // micro-steps since the last synchronisation
-  bool micro_open_ = false;      // a micro-step is in progress
-  bool backward_in_micro_ = false;  // the open micro-step has run its backward
-  bool sync_gradients_ = true;
-  int no_sync_depth_ = 0;
-  bool step_pending_ = false;    // a synchronising backward ran since the last step()
-  bool unscaled_ = false;        // the loss scale was removed / gradients checked this step
-  bool grads_finite_ = true;
+  EnginePhase phase_;  // micro-step, accumulation window and optimizer-step state
   // The first parameter (registration order) whose synchronised gradient was not finite
   // when unscale_and_check() or clip_grad_norm() found one, before any clamping.
   std::string first_non_finite_;
-  bool last_step_skipped_ = false;  // the last synchronising step() skipped the optimizer
   std::optional<LossScaler> scaler_;  // mixed_precision fp16; its scale changes only in step()
   BackwardTimings timings_;
   nn::Tensor scaled_grad_;       // reused buffer for loss_grad * loss_gradient_scale()

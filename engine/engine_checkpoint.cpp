@@ -101,7 +101,7 @@ CheckpointState Engine::capture_state(bool views) const {
   engine.integers["step"] = static_cast<std::int64_t>(state_.step);
   // An open micro-step that already synchronised and stepped counts as done (saved from
   // inside the accumulate() guard, as a training loop body does).
-  const bool open_done = micro_open_ && backward_in_micro_;
+  const bool open_done = phase_.open_micro_step_done();
   engine.integers["micro_step"] = static_cast<std::int64_t>(state_.micro_step + (open_done ? 1 : 0));
   engine.integers["epoch"] = static_cast<std::int64_t>(state_.epoch);
   engine.integers["batches_in_epoch"] = static_cast<std::int64_t>(state_.batches_in_epoch);
@@ -272,8 +272,7 @@ void Engine::apply_state(const CheckpointState& loaded, bool per_rank_missing,
     }
   }
   state_ = counters;
-  window_pos_ = 0;
-  step_pending_ = false;
+  phase_.restart_window();
 }
 
 // ---- public API ---------------------------------------------------------------------------------
@@ -298,17 +297,12 @@ void Engine::register_for_checkpointing(std::string name, checkpoint::Checkpoint
 }
 
 void Engine::require_step_boundary(std::string_view who) const {
-  // Inside a micro-step that synchronised and already stepped, the state is that of the
-  // step boundary (capture_state counts the open micro-step as done).
-  const bool stepped_in_open_micro = micro_open_ && backward_in_micro_ && sync_gradients_;
-  const bool at_boundary = micro_open_ ? stepped_in_open_micro && !step_pending_
-                                       : window_pos_ == 0 && !step_pending_;
-  if (at_boundary) return;
-  const std::size_t accumulated = window_pos_ + (micro_open_ && backward_in_micro_ ? 1 : 0);
+  if (phase_.at_step_boundary()) return;
+  const std::size_t accumulated = phase_.accumulated_micro_steps();
   throw std::logic_error(std::string(who) + " (rank " + std::to_string(comm_.rank()) +
                          "): called inside an accumulation window (" +
                          std::to_string(accumulated) + " micro-step(s) of gradients accumulated" +
-                         (step_pending_ ? ", step() not called yet" : "") +
+                         (phase_.step_pending() ? ", step() not called yet" : "") +
                          "); a checkpoint holds no gradients, so save after step()");
 }
 
@@ -345,7 +339,7 @@ Engine::LoadReport Engine::load_state() {
 }
 
 Engine::LoadReport Engine::load_state(const fs::path& dir) {
-  if (micro_open_) {
+  if (phase_.micro_step_open()) {
     throw std::logic_error("Engine::load_state (rank " + std::to_string(comm_.rank()) +
                            "): called inside an accumulate() micro-step; load before it starts "
                            "or after its guard ends");
