@@ -9,14 +9,9 @@
 // rank_<r>.h5 (written by rank r): root attributes format_version, mpitrain_version,
 //   world_size, rank; one group per `per_rank` entry (e.g. "/rng").
 //
-// What the engine puts in the groups (DESIGN.md section 5):
-//   model      tensors "<param name>"                     fp32, torch shapes
-//   optimizer  tensors "<param name>/<slot>" (exp_avg, exp_avg_sq, momentum_buffer),
-//              hyper-parameters as scalars ("lr", "<param name>/step" ...)
-//   scheduler  scalars/integers
-//   scaler     scale (scalar), growth_tracker, hysteresis, skipped_steps (integers)
-//   engine     step, micro_step, epoch, batches_in_epoch, samples_seen (integers)
-//   data       seed, epoch, position (integers)
+// Which groups there are and what they hold is the engine's (its table of checkpoint groups,
+// engine/engine_checkpoint_groups.cpp; DESIGN.md section 5): this module stores any plain
+// group name except "custom" and "config", and the engine refuses names it does not know.
 
 #include <cstdint>
 #include <map>
@@ -29,8 +24,8 @@
 namespace mpitrain::checkpoint {
 
 struct CheckpointState {
-  // Replicated state by group name: one of kReplicatedGroups below. Other names, and
-  // "custom" (reserved for `custom`), are refused when saving.
+  // Replicated state by group name: a plain name (no '/'); "custom" and "config" (reserved
+  // for `custom` and `config_yaml`) are refused when saving.
   std::map<std::string, StateGroup> replicated;
   // Registered objects by name (a plain name, no '/'): saved under /custom/<name>. Saving
   // only; a loaded checkpoint restores them with LoadedCheckpoint::restore.
@@ -43,9 +38,5 @@ struct CheckpointState {
   std::int64_t step = 0;
   std::int64_t epoch = 0;
 };
-
-// The group names `replicated` may use.
-inline constexpr std::string_view kReplicatedGroups[] = {"model",  "optimizer", "scheduler",
-                                                         "scaler", "engine",    "data"};
 
 }  // namespace mpitrain::checkpoint

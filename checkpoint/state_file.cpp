@@ -1,7 +1,5 @@
 #include "mpitrain/checkpoint/state_file.hpp"
 
-#include <algorithm>
-
 #include "mpitrain/checkpoint/checkpoint_layout.hpp"
 
 #ifndef MPITRAIN_VERSION_STRING
@@ -18,9 +16,10 @@ bool is_plain_name(std::string_view name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos;
 }
 
+// Returns true when `name` may name a replicated group: the groups are the engine's (it
+// checks their names on load); the root's other names are reserved.
 bool is_replicated_group(std::string_view name) {
-  return std::find(std::begin(kReplicatedGroups), std::end(kReplicatedGroups), name) !=
-         std::end(kReplicatedGroups);
+  return is_plain_name(name) && name != kCustomGroup && name != kConfigDataset;
 }
 
 [[noreturn]] void bad(const std::filesystem::path& file, const std::string& what) {
@@ -69,10 +68,9 @@ FileDigest write_state_file(const std::filesystem::path& path, const CheckpointS
                             H5ImageBuffer* buffer) {
   for (const auto& [name, group] : state.replicated) {
     if (!is_replicated_group(name)) {
-      std::string known;
-      for (const std::string_view g : kReplicatedGroups) known += (known.empty() ? "" : ", ") + std::string(g);
-      bad(path, "replicated group '" + name + "' is not one of " + known +
-                    " (registered objects go to CheckpointState::custom)");
+      bad(path, "replicated group '" + name + "' is not a plain name other than '" +
+                    std::string(kCustomGroup) + "' and '" + std::string(kConfigDataset) +
+                    "' (registered objects go to CheckpointState::custom)");
     }
   }
   for (const auto& [name, object] : state.custom) {

@@ -63,6 +63,7 @@
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/data/data_loader.hpp"
 #include "mpitrain/engine/engine_config.hpp"
+#include "mpitrain/engine/engine_phase.hpp"
 #include "mpitrain/engine/gradient_sync.hpp"
 #include "mpitrain/nn/module.hpp"
 #include "mpitrain/nn/lr_scheduler.hpp"
@@ -73,6 +74,8 @@
 #include "mpitrain/precision/loss_scaler.hpp"
 
 namespace mpitrain {
+
+struct EngineCheckpointGroup;  // engine/detail/checkpoint_group.hpp
 
 // The engine's counters: what a checkpoint stores under /engine (DESIGN.md section 5).
 struct EngineState {
@@ -122,7 +125,7 @@ class Engine {
   int rank() const noexcept { return comm_.rank(); }
   int world_size() const noexcept { return comm_.size(); }
 
-  // ---- preparing (in place) ------------------------------------------------------------------
+  // ---- set-up: what the engine drives, prepared in place (engine_prepare.cpp) ------------
   // Prepares model and optimizer. Collective, and every check is agreed across ranks
   // before anything changes, so an error is thrown on EVERY rank (never a hang):
   //   - invalid arguments on some rank (an optimizer parameter that is not a model
@@ -177,25 +180,16 @@ class Engine {
   // Returns the gradient storage of a parameter registered with an empty grad span.
   std::span<float> gradient(std::string_view name);
 
-  // ---- training ------------------------------------------------------------------------------
+  // Returns the gradient synchroniser (null before prepare()).
+  GradientSync* gradient_sync() noexcept { return sync_.get(); }
+  // Returns the prepared parameters in registration order.
+  const std::vector<nn::Parameter*>& parameters() const noexcept { return params_; }
+
+  // ---- the training step: batch, backward, step (engine_step.cpp) ------------------------
   // Reads the training loader's next batch (and counts it: batches_in_epoch, samples_seen,
   // epoch). Returns false at the end of the epoch; the loader then stands at the next one.
   bool next_batch(data::Batch& out);
 
-  class MicroStep;
-  class NoSync;
-  // Starts one micro-step, deciding sync_gradients() for it; the guard ends it. Call it after
-  // reading the micro-step's batch (the loader's last batch decides synchronisation), and
-  // run one backward inside it. Without accumulate(), each backward() is a micro-step.
-  [[nodiscard]] MicroStep accumulate();
-  // Disables synchronisation for the micro-steps started while the guard lives.
-  [[nodiscard]] NoSync no_sync();
-  // Returns true when the current (or last) micro-step synchronises gradients.
-  bool sync_gradients() const noexcept { return sync_gradients_; }
-
-  // Returns the factor by which a loss gradient must be multiplied:
-  // loss_scale / (gradient_accumulation_steps * world_size).
-  float loss_gradient_scale() const noexcept;
   // Runs the prepared model's backward with loss_grad * loss_gradient_scale() (loss_grad:
   // d(mean loss)/d(output), the shape of the model's last output), synchronising the
   // gradients on a sync micro-step.
@@ -207,6 +201,34 @@ class Engine {
   void grad_ready(std::string_view name);
   void grad_ready(std::size_t index);
 
+  // After a synchronising backward: removes the loss scale, checks for inf/NaN, steps the
+  // optimizer (and the scheduler) unless the step is skipped, counts the step. Returns true
+  // when the parameters were updated; false on non-sync micro-steps and skipped steps.
+  // nan_policy error throws std::runtime_error (on every rank) for inf/NaN gradients, naming
+  // the step and the first parameter (in registration order) whose gradient is not finite.
+  bool step();
+  // Returns true when the last synchronising step() skipped the optimizer (inf/NaN
+  // gradients: an fp16 overflow, or nan_policy skip), as Accelerate's
+  // optimizer_step_was_skipped.
+  bool optimizer_step_was_skipped() const noexcept { return phase_.last_step_skipped(); }
+  // Zeroes the gradients after a synchronising micro-step; otherwise does nothing.
+  void zero_grad();
+  // Returns the timings of the last synchronising backward.
+  const BackwardTimings& last_backward() const noexcept { return timings_; }
+
+  // ---- gradient accumulation: micro-steps and synchronisation (engine_step.cpp) ----------
+  class MicroStep;
+  class NoSync;
+  // Starts one micro-step, deciding sync_gradients() for it; the guard ends it. Call it after
+  // reading the micro-step's batch (the loader's last batch decides synchronisation), and
+  // run one backward inside it. Without accumulate(), each backward() is a micro-step.
+  [[nodiscard]] MicroStep accumulate();
+  // Disables synchronisation for the micro-steps started while the guard lives.
+  [[nodiscard]] NoSync no_sync();
+  // Returns true when the current (or last) micro-step synchronises gradients.
+  bool sync_gradients() const noexcept { return phase_.sync_gradients(); }
+
+  // ---- clipping the synchronised gradients (engine_clipping.cpp) -------------------------
   // Clips the synchronised gradients to total norm max_norm (norm_type 2 or infinity) and
   // returns the norm before clipping, over all gradients: the same value on every rank
   // (the gradients are identical after synchronisation, so no collective is needed).
@@ -219,53 +241,18 @@ class Engine {
   // with nan_policy error, fails naming the first such parameter), although the clamp turned
   // each inf into +-clip_value (NaN stays NaN).
   void clip_grad_value(double clip_value);
-  // After a synchronising backward: removes the loss scale, checks for inf/NaN, steps the
-  // optimizer (and the scheduler) unless the step is skipped, counts the step. Returns true
-  // when the parameters were updated; false on non-sync micro-steps and skipped steps.
-  // nan_policy error throws std::runtime_error (on every rank) for inf/NaN gradients, naming
-  // the step and the first parameter (in registration order) whose gradient is not finite.
-  bool step();
-  // Returns true when the last synchronising step() skipped the optimizer (inf/NaN
-  // gradients: an fp16 overflow, or nan_policy skip), as Accelerate's
-  // optimizer_step_was_skipped.
-  bool optimizer_step_was_skipped() const noexcept { return last_step_skipped_; }
-  // Zeroes the gradients after a synchronising micro-step; otherwise does nothing.
-  void zero_grad();
+
+  // ---- precision: loss scaling (mixed_precision fp16) ------------------------------------
+  // Returns the factor by which a loss gradient must be multiplied:
+  // loss_scale / (gradient_accumulation_steps * world_size).
+  float loss_gradient_scale() const noexcept;
   // Returns the loss scale the next backward uses (1 without fp16).
   float loss_scale() const noexcept { return scaler_ ? scaler_->scale() : 1.0f; }
   // Returns the dynamic loss scaler (mixed_precision fp16), or null; its state() is what a
   // checkpoint stores under /scaler.
   LossScaler* loss_scaler() noexcept { return scaler_ ? &*scaler_ : nullptr; }
 
-  // ---- process helpers -------------------------------------------------------------------------
-  bool is_main_process() const noexcept { return comm_.rank() == 0; }
-  bool is_local_main_process() const noexcept { return comm_.local_rank() == 0; }
-  class MainProcessFirst;
-  // The main process runs the guarded block first, then the others (e.g. downloads).
-  [[nodiscard]] MainProcessFirst main_process_first();
-  // Prints `text` (and a newline) on the main process only.
-  void print(std::string_view text) const;
-  // Returns when every rank has called it.
-  void wait_for_everyone() const;
-
-  // Returns every rank's values concatenated in rank order (lengths may differ).
-  template <class T> std::vector<T> gather(std::span<const T> values) const;
-  // Returns the tensors of all ranks concatenated along dim 0 (rows may differ; the other
-  // dimensions must agree, else every rank throws). A 0-d tensor counts as one row.
-  nn::Tensor gather(const nn::Tensor& t) const;
-  // Returns gather() of the first `real_rows` rows (Batch::real_count): the padding
-  // duplicates are dropped, so over an evaluation epoch every example counts exactly once.
-  nn::Tensor gather_for_metrics(const nn::Tensor& t, std::size_t real_rows) const;
-  template <class T>
-  std::vector<T> gather_for_metrics(std::span<const T> values, std::size_t real_count) const;
-  // Returns `t` padded along dim 0 with `pad_value` rows up to the largest row count over
-  // the ranks (at the end, or at the start when pad_first).
-  nn::Tensor pad_across_processes(const nn::Tensor& t, float pad_value = 0.0f,
-                                  bool pad_first = false) const;
-  // Returns the element-wise sum (ReduceOp::sum) or mean (ReduceOp::avg) over ranks.
-  nn::Tensor reduce(const nn::Tensor& t, ReduceOp op = ReduceOp::sum) const;
-  double reduce(double value, ReduceOp op = ReduceOp::sum) const;
-
+  // ---- random streams --------------------------------------------------------------------
   // Sets the seed of model_rng() and process_rng(). After prepare(), it also re-installs the
   // prepared model's dropout streams from the new seed (process_rng(1), process_rng(2), ...,
   // as prepare() does), so the masks drawn next depend only on the seed and the rank: the
@@ -279,7 +266,7 @@ class Engine {
   // distinct across ranks and purposes, and from model_rng() and make_mlp's streams.
   nn::Rng process_rng(std::uint64_t purpose = 0) const noexcept;
 
-  // ---- state -------------------------------------------------------------------------------------
+  // ---- counters (EngineState) ------------------------------------------------------------
   const EngineState& state() const noexcept { return state_; }
   std::uint64_t step_count() const noexcept { return state_.step; }
   std::uint64_t micro_step() const noexcept { return state_.micro_step; }
@@ -290,7 +277,7 @@ class Engine {
   // accumulation window restarts). load_state() below restores everything.
   void restore_counters(const EngineState& state);
 
-  // ---- checkpoints (engine/engine_checkpoint.cpp) -------------------------------------------
+  // ---- checkpoints (engine_checkpoint.cpp, engine_checkpoint_groups.cpp) -----------------
   // A checkpoint holds the model, the optimizer (every slot and step count), the scheduler
   // prepared with the loader, the loss scaler, the engine counters, the training loader's
   // position, every rank's random streams (the model's dropout streams), the config text and
@@ -344,13 +331,36 @@ class Engine {
   std::filesystem::path save_model(const std::filesystem::path& dir,
                                    checkpoint::ModelFormat format = checkpoint::ModelFormat::hdf5);
 
-  // Returns the timings of the last synchronising backward.
-  const BackwardTimings& last_backward() const noexcept { return timings_; }
-  // Returns the gradient synchroniser (null before prepare()).
-  GradientSync* gradient_sync() noexcept { return sync_.get(); }
-  // Returns the prepared parameters in registration order.
-  const std::vector<nn::Parameter*>& parameters() const noexcept { return params_; }
+  // ---- process helpers and collectives on tensors (engine_process_helpers.cpp) -----------
+  bool is_main_process() const noexcept { return comm_.rank() == 0; }
+  bool is_local_main_process() const noexcept { return comm_.local_rank() == 0; }
+  class MainProcessFirst;
+  // The main process runs the guarded block first, then the others (e.g. downloads).
+  [[nodiscard]] MainProcessFirst main_process_first();
+  // Prints `text` (and a newline) on the main process only.
+  void print(std::string_view text) const;
+  // Returns when every rank has called it.
+  void wait_for_everyone() const;
 
+  // Returns every rank's values concatenated in rank order (lengths may differ).
+  template <class T> std::vector<T> gather(std::span<const T> values) const;
+  // Returns the tensors of all ranks concatenated along dim 0 (rows may differ; the other
+  // dimensions must agree, else every rank throws). A 0-d tensor counts as one row.
+  nn::Tensor gather(const nn::Tensor& t) const;
+  // Returns gather() of the first `real_rows` rows (Batch::real_count): the padding
+  // duplicates are dropped, so over an evaluation epoch every example counts exactly once.
+  nn::Tensor gather_for_metrics(const nn::Tensor& t, std::size_t real_rows) const;
+  template <class T>
+  std::vector<T> gather_for_metrics(std::span<const T> values, std::size_t real_count) const;
+  // Returns `t` padded along dim 0 with `pad_value` rows up to the largest row count over
+  // the ranks (at the end, or at the start when pad_first).
+  nn::Tensor pad_across_processes(const nn::Tensor& t, float pad_value = 0.0f,
+                                  bool pad_first = false) const;
+  // Returns the element-wise sum (ReduceOp::sum) or mean (ReduceOp::avg) over ranks.
+  nn::Tensor reduce(const nn::Tensor& t, ReduceOp op = ReduceOp::sum) const;
+  double reduce(double value, ReduceOp op = ReduceOp::sum) const;
+
+  // ---- scope guards ---------------------------------------------------------------------------
   class MicroStep {
    public:
     MicroStep(MicroStep&& other) noexcept : engine_(other.engine_) { other.engine_ = nullptr; }
@@ -365,10 +375,10 @@ class Engine {
    public:
     NoSync(NoSync&& other) noexcept : engine_(other.engine_) { other.engine_ = nullptr; }
     NoSync& operator=(NoSync&&) = delete;
-    ~NoSync() { if (engine_ != nullptr) --engine_->no_sync_depth_; }
+    ~NoSync() { if (engine_ != nullptr) engine_->phase_.leave_no_sync(); }
    private:
     friend class Engine;
-    explicit NoSync(Engine* e) : engine_(e) { ++engine_->no_sync_depth_; }
+    explicit NoSync(Engine* e) : engine_(e) { engine_->phase_.enter_no_sync(); }
     Engine* engine_;
   };
   class MainProcessFirst {
@@ -383,18 +393,10 @@ class Engine {
   };
 
  private:
-  void begin_micro_step();
+  // Returns true when the training loader's last batch of the epoch was just read and
+  // ends the accumulation window (sync_with_dataloader).
+  bool loader_ends_window() const;
   void end_micro_step();
-  // Collective: one allgather of (error flag, settings hash, parameter-list hash) per rank.
-  // Throws on EVERY rank, naming the rank(s) and values, when some rank's `local_error` (its
-  // own invalid arguments; empty: none) is set (std::invalid_argument), when the ranks'
-  // EngineConfig::cross_rank_settings() differ (std::invalid_argument, the first differing
-  // key) or when their parameter `description`s ("name\tshape" lines) differ
-  // (std::runtime_error, the first differing parameter). `who` starts the messages.
-  // `extra_settings`: more "key\tvalue" lines to compare after the config's (a loader's).
-  void agree_across_ranks(std::string_view who, const std::string& description,
-                          const std::string& local_error,
-                          const std::string& extra_settings) const;
   // Checks names (duplicates join `local_error`), agrees across ranks, then replaces the
   // prepared parameters by `params`, broadcasts rank 0's values and lays out the buckets.
   // Throws before changing anything when some rank's arguments are invalid or differ.
@@ -419,8 +421,12 @@ class Engine {
   // Throws std::logic_error naming `who` unless the engine stands between optimizer steps.
   void require_step_boundary(std::string_view who) const;
   template <class T> std::vector<T> gather_impl(std::span<const T> values, DType type) const;
+  // engine_checkpoint_groups.cpp: the checkpoint groups the engine owns, declared once
+  // (EngineCheckpointGroup), and the functions that capture, check and apply them.
+  struct CheckpointGroups;
+  static std::span<const EngineCheckpointGroup> checkpoint_groups();
   // engine_checkpoint.cpp: the state as a checkpoint holds it (the model as views), and its
-  // application to the live objects.
+  // application to the live objects, both through checkpoint_groups().
   checkpoint::CheckpointState capture_state(bool views) const;
   void apply_state(const checkpoint::CheckpointState& state, bool per_rank_missing,
                    std::vector<std::string>& warnings);
@@ -443,18 +449,10 @@ class Engine {
   std::vector<std::unique_ptr<data::DataLoader>> retired_loaders_;
 
   EngineState state_;
-  std::size_t window_pos_ = 0;   // micro-steps since the last synchronisation
-  bool micro_open_ = false;      // a micro-step is in progress
-  bool backward_in_micro_ = false;  // the open micro-step has run its backward
-  bool sync_gradients_ = true;
-  int no_sync_depth_ = 0;
-  bool step_pending_ = false;    // a synchronising backward ran since the last step()
-  bool unscaled_ = false;        // the loss scale was removed / gradients checked this step
-  bool grads_finite_ = true;
+  EnginePhase phase_;  // micro-step, accumulation window and optimizer-step state
   // The first parameter (registration order) whose synchronised gradient was not finite
   // when unscale_and_check() or clip_grad_norm() found one, before any clamping.
   std::string first_non_finite_;
-  bool last_step_skipped_ = false;  // the last synchronising step() skipped the optimizer
   std::optional<LossScaler> scaler_;  // mixed_precision fp16; its scale changes only in step()
   BackwardTimings timings_;
   nn::Tensor scaled_grad_;       // reused buffer for loss_grad * loss_gradient_scale()
