@@ -97,7 +97,7 @@ EvalResult evaluate(Engine& engine, nn::Module& model, data::DataLoader& loader)
   std::vector<float> rows;  // (examples, 2): loss, correct
   data::Batch batch;
   while (loader.next(batch)) {
-    const nn::Tensor logits = model.forward(batch.features);  // (batch, classes)
+    const Tensor logits = model.forward(batch.features);  // (batch, classes)
     const std::size_t classes = logits.dim(1);
     for (std::size_t r = 0; r < batch.real_count; ++r) {
       const float* z = logits.data() + r * classes;
@@ -110,9 +110,9 @@ EvalResult evaluate(Engine& engine, nn::Module& model, data::DataLoader& loader)
     }
   }
   model.train(true);
-  nn::Tensor mine({rows.size() / 2, 2});
+  Tensor mine({rows.size() / 2, 2});
   std::copy(rows.begin(), rows.end(), mine.data());
-  const nn::Tensor all = engine.gather_for_metrics(mine, mine.dim(0));
+  const Tensor all = engine.gather_for_metrics(mine, mine.dim(0));
   EvalResult result;
   result.samples = static_cast<std::int64_t>(all.dim(0));
   double loss = 0.0, correct = 0.0;
@@ -323,7 +323,7 @@ TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm
   double loss_sum = 0.0;
   double loss_count = 0.0;
   data::Batch batch;
-  nn::Tensor grad;
+  Tensor grad;
   while (step_of() < total) {
     watchdog.progress("training step", step_of() + 1);
     if (!engine.next_batch(batch)) {  // the epoch is over; the loader stands at the next one
@@ -333,7 +333,7 @@ TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm
       continue;
     }
     auto micro = engine.accumulate();
-    const nn::Tensor logits = model.forward(batch.features);
+    const Tensor logits = model.forward(batch.features);
     loss_sum += nn::cross_entropy(logits, batch.labels, grad);
     loss_count += 1.0;
     engine.backward(grad);
@@ -353,10 +353,10 @@ TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm
     engine.zero_grad();
 
     if (log_now) {
-      nn::Tensor sums({2});
+      Tensor sums({2});
       sums.data()[0] = static_cast<float>(loss_sum);
       sums.data()[1] = static_cast<float>(loss_count);
-      const nn::Tensor total_sums = engine.reduce(sums);
+      const Tensor total_sums = engine.reduce(sums);
       const double loss = total_sums.data()[0] / std::max(1.0f, total_sums.data()[1]);
       const double interval = seconds_since(last_log_time);
       const double samples_per_s =

@@ -32,9 +32,9 @@ std::span<const unsigned char> bytes_of(const void* p, std::size_t n) {
 }  // namespace
 
 void write_safetensors(const std::filesystem::path& file,
-                       const std::vector<std::pair<std::string, const nn::Tensor*>>& tensors,
+                       const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::vector<std::pair<std::string, const nn::Tensor*>> sorted = tensors;
+  std::vector<std::pair<std::string, const Tensor*>> sorted = tensors;
   std::sort(sorted.begin(), sorted.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   for (std::size_t i = 0; i < sorted.size(); ++i) {
@@ -118,7 +118,7 @@ SafetensorsContents read_safetensors(const std::filesystem::path& file) {
       bad(file, where + " lacks dtype, shape or data_offsets");
     }
     if (entry["dtype"] != "F32") bad(file, where + " has dtype " + entry["dtype"].dump() + ", not F32");
-    nn::Shape shape;
+    Shape shape;
     for (const auto& d : entry["shape"]) {
       if (!d.is_number_unsigned()) bad(file, where + " has a shape entry that is not a count");
       shape.push_back(d.get<std::size_t>());
@@ -138,10 +138,10 @@ SafetensorsContents read_safetensors(const std::filesystem::path& file) {
     }
     if (end - begin != count * sizeof(float)) {
       bad(file, where + " covers " + std::to_string(end - begin) + " bytes, shape " +
-                    nn::to_string(shape) + " needs " + std::to_string(count * sizeof(float)));
+                    mpitrain::to_string(shape) + " needs " + std::to_string(count * sizeof(float)));
     }
     ranges.emplace_back(begin, end);
-    nn::Tensor tensor(shape);
+    Tensor tensor(shape);
     in.seekg(static_cast<std::streamoff>(8 + length + begin));
     if (count > 0 && !in.read(reinterpret_cast<char*>(tensor.data()),
                               static_cast<std::streamsize>(count * sizeof(float)))) {

@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Named = std::vector<std::pair<std::string, const nn::Tensor*>>;
+using Named = std::vector<std::pair<std::string, const Tensor*>>;
 
 fs::path write_model(const fs::path& dir_in, const Named& weights, ModelFormat format) {
   const fs::path dir = fs::absolute(dir_in);
@@ -81,7 +81,7 @@ fs::path save_model(const fs::path& dir, std::span<nn::Parameter* const> params,
   return write_model(dir, weights, format);
 }
 
-fs::path save_model(const fs::path& dir, const std::map<std::string, nn::Tensor>& weights,
+fs::path save_model(const fs::path& dir, const std::map<std::string, Tensor>& weights,
                     ModelFormat format) {
   Named named;
   for (const auto& [name, tensor] : weights) named.emplace_back(name, &tensor);

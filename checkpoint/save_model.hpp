@@ -16,7 +16,7 @@
 #include <string_view>
 
 #include "mpitrain/nn/parameter.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::checkpoint {
 
@@ -32,7 +32,7 @@ std::filesystem::path save_model(const std::filesystem::path& dir,
                                  std::span<nn::Parameter* const> params, ModelFormat format);
 // Returns the written file, for weights given by name.
 std::filesystem::path save_model(const std::filesystem::path& dir,
-                                 const std::map<std::string, nn::Tensor>& weights,
+                                 const std::map<std::string, Tensor>& weights,
                                  ModelFormat format);
 
 }  // namespace mpitrain::checkpoint

@@ -30,8 +30,8 @@ using checkpoint::CheckpointState;
 using checkpoint::StateGroup;
 
 // Returns an owning copy of `t` (copying a view would copy the view).
-nn::Tensor clone(const nn::Tensor& t) {
-  nn::Tensor out(t.shape());
+Tensor clone(const Tensor& t) {
+  Tensor out(t.shape());
   std::copy_n(t.data(), t.numel(), out.data());
   return out;
 }
@@ -42,7 +42,7 @@ std::string stream_key(const std::string& path) {
 }
 
 // Returns `group` without its strings, as a StateDict.
-nn::StateDict to_state_dict_without_strings(StateGroup group) {
+StateDict to_state_dict_without_strings(StateGroup group) {
   group.strings.clear();
   return std::move(group).to_state_dict();
 }
@@ -77,7 +77,7 @@ CheckpointState Engine::capture_state(bool views) const {
   CheckpointState st;
   StateGroup& model = st.replicated["model"];
   for (nn::Parameter* p : params_) {
-    model.tensors[p->name] = views ? nn::Tensor::view(p->value.span(), p->value.shape()) : clone(p->value);
+    model.tensors[p->name] = views ? Tensor::view(p->value.span(), p->value.shape()) : clone(p->value);
   }
   if (optimizer_ != nullptr) {
     StateGroup g = StateGroup::from_state_dict(optimizer_->state_dict());
@@ -201,7 +201,7 @@ void Engine::apply_state(const CheckpointState& loaded, bool per_rank_missing,
 
   // 2. Apply. Anything thrown from here on is rolled back by the caller (load_state).
   for (nn::Parameter* p : params_) {
-    const nn::Tensor& t = group(loaded, "model").tensors.at(p->name);
+    const Tensor& t = group(loaded, "model").tensors.at(p->name);
     std::copy_n(t.data(), t.numel(), p->value.data());
   }
   if (optimizer_ != nullptr) {
@@ -264,7 +264,7 @@ void Engine::apply_state(const CheckpointState& loaded, bool per_rank_missing,
   if (saved_rng != nullptr && model_ != nullptr) {
     for (const auto& [path, stream] : model_->random_streams()) {
       const std::string prefix = stream_key(path) + "/";
-      nn::StateDict d;
+      StateDict d;
       for (const auto& [key, value] : saved_rng->scalars) {
         if (key.compare(0, prefix.size(), prefix) == 0) d.scalars[key.substr(prefix.size())] = value;
       }

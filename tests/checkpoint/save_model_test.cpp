@@ -29,11 +29,11 @@ using testing::TempDir;
 // The parameters of check_saved_model.py's EXPECTED: names, torch shapes and salts.
 std::vector<nn::Parameter> make_parameters(float offset) {
   std::vector<nn::Parameter> params;
-  const auto add = [&](const char* name, nn::Shape shape, float salt) {
+  const auto add = [&](const char* name, Shape shape, float salt) {
     nn::Parameter p;
     p.name = name;
     p.value = closed_form_tensor(shape, salt + offset);
-    p.grad = nn::Tensor(shape);
+    p.grad = Tensor(shape);
     params.push_back(std::move(p));
   };
   add("0.weight", {4, 3}, 1.0f);
@@ -95,7 +95,7 @@ TEST(SaveModel, PythonReadsBothFormatsWithTorchNamesAndShapes) {
   const SafetensorsContents back = read_safetensors(dir.path() / "model.safetensors");
   ASSERT_EQ(back.tensors.size(), params.size());
   for (const nn::Parameter& p : params) {
-    const nn::Tensor& t = back.tensors.at(p.name);
+    const Tensor& t = back.tensors.at(p.name);
     ASSERT_EQ(t.shape(), p.value.shape()) << p.name;
     for (std::size_t i = 0; i < t.numel(); ++i) EXPECT_EQ(t[i], p.value[i]) << p.name;
   }
