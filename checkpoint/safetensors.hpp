@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <map>
 #include <string>
-#include <utility>
-#include <vector>
+#include <span>
 
+#include "mpitrain/tensor/named_tensor.hpp"
 #include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::checkpoint {
@@ -25,7 +25,7 @@ struct SafetensorsContents {
 
 // Writes `tensors` (names must be unique and not "__metadata__") to a new file and fsyncs it.
 void write_safetensors(const std::filesystem::path& file,
-                       const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+                       std::span<const NamedTensor> tensors,
                        const std::map<std::string, std::string>& metadata = {});
 // Returns the tensors of an F32 safetensors file, after checking the header against the file
 // size (lengths, offsets, shapes); throws CheckpointError naming the file and the problem.

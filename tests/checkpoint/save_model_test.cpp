@@ -14,6 +14,7 @@
 #include "checkpoint_test_util.hpp"
 #include "mpitrain/checkpoint/checkpoint_error.hpp"
 #include "mpitrain/checkpoint/safetensors.hpp"
+#include "mpitrain/nn/parameter.hpp"
 
 #ifndef MPITRAIN_CHECK_SAVED_MODEL_PY
 #error "CMake passes the path of check_saved_model.py"
@@ -44,10 +45,11 @@ std::vector<nn::Parameter> make_parameters(float offset) {
   return params;
 }
 
-std::vector<nn::Parameter*> pointers(std::vector<nn::Parameter>& params) {
-  std::vector<nn::Parameter*> out;
-  for (nn::Parameter& p : params) out.push_back(&p);
-  return out;
+// The parameters as save_model takes them: their values under their names.
+std::vector<NamedTensor> named(std::vector<nn::Parameter>& params) {
+  std::vector<nn::Parameter*> pointers;
+  for (nn::Parameter& p : params) pointers.push_back(&p);
+  return nn::named_tensors(pointers);
 }
 
 TEST(SaveModel, AFailedRenameNamesItsCauseAndLeavesNoTempFile) {
@@ -56,7 +58,7 @@ TEST(SaveModel, AFailedRenameNamesItsCauseAndLeavesNoTempFile) {
   // A non-empty folder where model.h5 goes: rename(2) of the written file onto it fails.
   fs::create_directories(dir.path() / "model.h5" / "in_the_way");
   try {
-    save_model(dir.path(), pointers(params), ModelFormat::hdf5);
+    save_model(dir.path(), named(params), ModelFormat::hdf5);
     ADD_FAILURE() << "renaming onto a folder must fail";
   } catch (const CheckpointError& e) {
     const std::string msg = e.what();
@@ -77,8 +79,8 @@ TEST(SaveModel, PythonReadsBothFormatsWithTorchNamesAndShapes) {
   std::vector<nn::Parameter> stale = make_parameters(100.0f);
   std::vector<nn::Parameter> params = make_parameters(0.0f);
   for (const ModelFormat format : {ModelFormat::hdf5, ModelFormat::safetensors}) {
-    save_model(dir.path(), pointers(stale), format);
-    const fs::path written = save_model(dir.path(), pointers(params), format);
+    save_model(dir.path(), named(stale), format);
+    const fs::path written = save_model(dir.path(), named(params), format);
     EXPECT_EQ(written, dir.path() / (format == ModelFormat::hdf5 ? "model.h5" : "model.safetensors"));
   }
   std::vector<std::string> names;
@@ -104,7 +106,7 @@ TEST(SaveModel, PythonReadsBothFormatsWithTorchNamesAndShapes) {
 TEST(SaveModel, SafetensorsHeaderFollowsTheSpecification) {
   TempDir dir("st");
   std::vector<nn::Parameter> params = make_parameters(0.0f);
-  const fs::path file = save_model(dir.path(), pointers(params), ModelFormat::safetensors);
+  const fs::path file = save_model(dir.path(), named(params), ModelFormat::safetensors);
   const std::string blob = testing::read_file(file);
   std::uint64_t n = 0;
   std::memcpy(&n, blob.data(), 8);
@@ -154,7 +156,9 @@ TEST(SaveModel, RefusesDuplicateNamesAndUnknownFormats) {
   TempDir dir("dup");
   std::vector<nn::Parameter> params = make_parameters(0.0f);
   params[1].name = params[0].name;
-  EXPECT_THROW(save_model(dir.path(), pointers(params), ModelFormat::hdf5), std::invalid_argument);
+  EXPECT_THROW(save_model(dir.path(), named(params), ModelFormat::hdf5), std::invalid_argument);
+  const std::vector<NamedTensor> with_null{{"0.weight", nullptr}};
+  EXPECT_THROW(save_model(dir.path(), with_null, ModelFormat::hdf5), std::invalid_argument);
   EXPECT_THROW((void)parse_model_format("pickle"), std::invalid_argument);
   EXPECT_EQ(parse_model_format("safetensors"), ModelFormat::safetensors);
   EXPECT_EQ(to_string(ModelFormat::hdf5), "hdf5");
