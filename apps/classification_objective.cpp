@@ -9,12 +9,12 @@
 
 namespace mpitrain::app {
 
-float ClassificationObjective::loss(const nn::Tensor& output, const data::Batch& batch,
-                                    nn::Tensor& grad) const {
+float ClassificationObjective::loss(const Tensor& output, const data::Batch& batch,
+                                    Tensor& grad) const {
   return nn::cross_entropy(output, batch.labels, grad);
 }
 
-void ClassificationObjective::score(const nn::Tensor& output, const data::Batch& batch,
+void ClassificationObjective::score(const Tensor& output, const data::Batch& batch,
                                     std::vector<float>& rows) const {
   const std::size_t classes = output.dim(1);
   for (std::size_t r = 0; r < batch.real_count; ++r) {

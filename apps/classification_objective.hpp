@@ -11,8 +11,8 @@ namespace mpitrain::app {
 
 class ClassificationObjective final : public Objective {
  public:
-  float loss(const nn::Tensor& output, const data::Batch& batch, nn::Tensor& grad) const override;
-  void score(const nn::Tensor& output, const data::Batch& batch, std::vector<float>& rows) const override;
+  float loss(const Tensor& output, const data::Batch& batch, Tensor& grad) const override;
+  void score(const Tensor& output, const data::Batch& batch, std::vector<float>& rows) const override;
   std::string describe_metric(double mean) const override;
 };
 

@@ -17,7 +17,7 @@ class IndexRange final : public data::Dataset {
   IndexRange(std::shared_ptr<const data::Dataset> base, std::size_t offset, std::size_t size)
       : base_(std::move(base)), offset_(offset), size_(size) {}
   std::size_t size() const noexcept override { return size_; }
-  const nn::Shape& feature_shape() const noexcept override { return base_->feature_shape(); }
+  const Shape& feature_shape() const noexcept override { return base_->feature_shape(); }
   std::optional<std::size_t> num_classes() const noexcept override { return base_->num_classes(); }
   std::string describe() const override {
     return "examples [" + std::to_string(offset_) + ", " + std::to_string(offset_ + size_) +

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "mpitrain/data/data_loader.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::app {
 
@@ -21,10 +21,10 @@ class Objective {
 
   // Returns the mean loss of `output`, the model's output for every row of `batch`, and
   // writes d(loss)/d(output) into `grad` (resized if needed, so a loop can reuse it).
-  virtual float loss(const nn::Tensor& output, const data::Batch& batch, nn::Tensor& grad) const = 0;
+  virtual float loss(const Tensor& output, const data::Batch& batch, Tensor& grad) const = 0;
   // Appends two values per real example of `batch` (its first real_count rows) to `rows`:
   // the example's loss and its metric.
-  virtual void score(const nn::Tensor& output, const data::Batch& batch, std::vector<float>& rows) const = 0;
+  virtual void score(const Tensor& output, const data::Batch& batch, std::vector<float>& rows) const = 0;
   // Returns the mean metric over a test set as the progress messages show it
   // ("accuracy 88.68%").
   virtual std::string describe_metric(double mean) const = 0;

@@ -102,9 +102,9 @@ EvalResult evaluate(Engine& engine, nn::Module& model, const Objective& objectiv
   data::Batch batch;
   while (loader.next(batch)) objective.score(model.forward(batch.features), batch, rows);
   model.train(true);
-  nn::Tensor mine({rows.size() / 2, 2});
+  Tensor mine({rows.size() / 2, 2});
   std::copy(rows.begin(), rows.end(), mine.data());
-  const nn::Tensor all = engine.gather_for_metrics(mine, mine.dim(0));
+  const Tensor all = engine.gather_for_metrics(mine, mine.dim(0));
   EvalResult result;
   result.samples = static_cast<std::int64_t>(all.dim(0));
   double loss = 0.0, metric = 0.0;
@@ -190,7 +190,7 @@ struct LoopState {
   double loss_sum = 0.0;                  // this rank's micro-batch losses since then
   double loss_count = 0.0;
   data::Batch batch;                      // buffers reused by every micro-step
-  nn::Tensor grad;
+  Tensor grad;
 };
 
 // One run of run_training(): its steps as methods, in the order they happen.
@@ -329,7 +329,7 @@ class TrainingRun {
   // optimizer step is due.
   bool train_micro_batch() {
     Engine& engine = *p_.engine;
-    const nn::Tensor output = p_.model.module->forward(s_.batch.features);
+    const Tensor output = p_.model.module->forward(s_.batch.features);
     s_.loss_sum += p_.model.objective->loss(output, s_.batch, s_.grad);
     s_.loss_count += 1.0;
     engine.backward(s_.grad);
@@ -366,10 +366,10 @@ class TrainingRun {
   // one) and updates the progress display. Collective.
   void log_metrics(std::int64_t done, double lr, double grad_norm, float scale) {
     Engine& engine = *p_.engine;
-    nn::Tensor sums({2});
+    Tensor sums({2});
     sums.data()[0] = static_cast<float>(s_.loss_sum);
     sums.data()[1] = static_cast<float>(s_.loss_count);
-    const nn::Tensor total_sums = engine.reduce(sums);
+    const Tensor total_sums = engine.reduce(sums);
     const double loss = total_sums.data()[0] / std::max(1.0f, total_sums.data()[1]);
     const double rate = samples_per_s();
     if (metrics_) {

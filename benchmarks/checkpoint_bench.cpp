@@ -78,7 +78,7 @@ std::size_t parse_count(const std::string& text) {
 
 // The model, its AdamW state, and the tensors as one list (for the raw rows).
 struct BenchState {
-  std::vector<nn::Tensor> tensors;
+  std::vector<Tensor> tensors;
   CheckpointState state;
   std::size_t payload_bytes = 0;
 };
@@ -89,18 +89,18 @@ BenchState make_bench_state(std::size_t params) {
   BenchState b;
   std::mt19937 gen(1234);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const std::vector<std::pair<std::string, nn::Shape>> layers = {
+  const std::vector<std::pair<std::string, Shape>> layers = {
       {"0.weight", {width, width}}, {"0.bias", {width}}, {"2.weight", {width, width}},
       {"2.bias", {width}},          {"4.weight", {width, width}}, {"4.bias", {width}}};
   b.tensors.reserve(layers.size() * 3);
   for (const auto& [name, shape] : layers) {
     for (const char* slot : {"", "/exp_avg", "/exp_avg_sq"}) {
-      nn::Tensor t(shape);
+      Tensor t(shape);
       for (float& v : t.span()) v = dist(gen);
       b.payload_bytes += t.numel() * sizeof(float);
       b.tensors.push_back(std::move(t));
-      nn::Tensor& stored = b.tensors.back();
-      nn::Tensor view = nn::Tensor::view(stored.span(), stored.shape());
+      Tensor& stored = b.tensors.back();
+      Tensor view = Tensor::view(stored.span(), stored.shape());
       if (*slot == '\0') {
         b.state.replicated["model"].tensors[name] = std::move(view);
       } else {
@@ -129,12 +129,12 @@ void drop_cache_dir(const fs::path& dir) {
 }
 
 // Returns seconds to write the tensors' bytes to a new file with large writes and fsync.
-double raw_write(const fs::path& file, const std::vector<nn::Tensor>& tensors) {
+double raw_write(const fs::path& file, const std::vector<Tensor>& tensors) {
   const auto start = Clock::now();
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("open " + file.string());
   constexpr std::size_t kBlock = std::size_t{8} << 20;
-  for (const nn::Tensor& t : tensors) {
+  for (const Tensor& t : tensors) {
     const auto* p = reinterpret_cast<const char*>(t.data());
     std::size_t left = t.numel() * sizeof(float);
     while (left > 0) {
@@ -171,9 +171,9 @@ double raw_read(const fs::path& file) {
 // (what any loader that returns new memory does at least).
 double raw_read_new(const fs::path& file) {
   const auto start = Clock::now();
-  // New memory as a loaded tensor gets it (nn::Tensor: huge-page aligned, not zero-filled).
+  // New memory as a loaded tensor gets it (Tensor: huge-page aligned, not zero-filled).
   const std::size_t bytes = fs::file_size(file);
-  nn::Tensor buffer = nn::Tensor::uninitialized({(bytes + sizeof(float) - 1) / sizeof(float)});
+  Tensor buffer = Tensor::uninitialized({(bytes + sizeof(float) - 1) / sizeof(float)});
   char* all = reinterpret_cast<char*>(buffer.data());
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error("open " + file.string());
@@ -189,11 +189,11 @@ double raw_read_new(const fs::path& file) {
 }
 
 // Returns seconds to construct new tensors of the given shapes (what loading allocates).
-double allocate(const std::vector<nn::Tensor>& like) {
+double allocate(const std::vector<Tensor>& like) {
   const auto start = Clock::now();
-  std::vector<nn::Tensor> fresh;
+  std::vector<Tensor> fresh;
   fresh.reserve(like.size());
-  for (const nn::Tensor& t : like) fresh.push_back(nn::Tensor::uninitialized(t.shape()));
+  for (const Tensor& t : like) fresh.push_back(Tensor::uninitialized(t.shape()));
   return seconds_since(start);
 }
 

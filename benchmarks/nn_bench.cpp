@@ -41,6 +41,7 @@
 
 namespace {
 
+using namespace mpitrain;
 using namespace mpitrain::nn;
 using Clock = std::chrono::steady_clock;
 

@@ -120,7 +120,7 @@ double median(std::vector<double> v) {
 }
 
 struct Batches {
-  std::vector<nn::Tensor> features;               // (batch, 784)
+  std::vector<Tensor> features;               // (batch, 784)
   std::vector<std::vector<std::int32_t>> labels;  // (batch)
 };
 
@@ -138,7 +138,7 @@ Batches make_batches(std::size_t batch, int rank) {
     for (std::size_t i = 0; i < batch; ++i) {
       idx[i] = ((static_cast<std::size_t>(rank) * kBatches + k) * batch + i) % o.size;
     }
-    nn::Tensor x({batch, kInputs});
+    Tensor x({batch, kInputs});
     std::vector<std::int32_t> y(batch);
     ds.get_batch(idx, x.span(), y);
     b.features.push_back(std::move(x));
@@ -284,11 +284,11 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
   // take every core of the node), the bench's choice holds, the same for both world sizes.
   nn::set_blas_threads(opts.blas_threads);
 
-  nn::Tensor grad;
+  Tensor grad;
   std::size_t k = 0;
   auto engine_step = [&](Trained& t) {
     const auto t0 = Clock::now();
-    nn::Tensor logits = t.model.forward(data.features[k % kBatches]);
+    Tensor logits = t.model.forward(data.features[k % kBatches]);
     nn::cross_entropy(logits, data.labels[k % kBatches], grad);
     t.engine->backward(grad);
     t.engine->step();
@@ -298,7 +298,7 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
   };
   auto bare_step = [&](Bare& b) {
     const auto t0 = Clock::now();
-    nn::Tensor logits = b.model.forward(data.features[k % kBatches]);
+    Tensor logits = b.model.forward(data.features[k % kBatches]);
     nn::cross_entropy(logits, data.labels[k % kBatches], grad);
     b.model.backward(grad);
     b.optimizer->step();

@@ -156,7 +156,7 @@ std::string strip_trailing_nuls(std::string s) {
 // Returns the chunk shape for a dataset: runs of whole rows (the leading dimension split)
 // of about chunk_bytes, so that each chunk is one contiguous range of the row-major data.
 // Only a row larger than HDF5's chunk limit (4 GiB) splits later dimensions too.
-std::vector<hsize_t> chunk_dims(const nn::Shape& shape, std::size_t chunk_bytes) {
+std::vector<hsize_t> chunk_dims(const Shape& shape, std::size_t chunk_bytes) {
   // HDF5 stores a filtered chunk's size in 32 bits: data plus the 4-byte checksum < 4 GiB.
   constexpr std::size_t kMaxChunkElements = (std::size_t{1} << 30) - 2;
   std::vector<hsize_t> chunk(shape.begin(), shape.end());
@@ -180,7 +180,7 @@ std::vector<hsize_t> chunk_dims(const nn::Shape& shape, std::size_t chunk_bytes)
 }
 
 // Returns true when chunks are runs of whole rows: chunk i holds rows [i*c0, (i+1)*c0).
-bool chunks_are_row_runs(const std::vector<hsize_t>& chunk, const nn::Shape& shape) {
+bool chunks_are_row_runs(const std::vector<hsize_t>& chunk, const Shape& shape) {
   for (std::size_t j = 1; j < chunk.size(); ++j) {
     if (chunk[j] != shape[j]) return false;
   }
@@ -204,7 +204,7 @@ constexpr std::size_t kChecksumBytes = 4;  // the Fletcher32 filter's trailer
 // Writes the rows of a float32 dataset chunk by chunk with H5Dwrite_chunk, each followed by
 // its Fletcher32 (what the filter would store). Edge chunks are zero-padded to full size, as
 // HDF5 stores them. Cost: one copy into a staging chunk and one checksum pass.
-void write_chunks_directly(hid_t dataset, std::span<const float> data, const nn::Shape& shape,
+void write_chunks_directly(hid_t dataset, std::span<const float> data, const Shape& shape,
                            const std::vector<hsize_t>& chunk, const std::string& file,
                            const std::string& object) {
   const std::size_t row = data.size() / shape[0];
@@ -228,7 +228,7 @@ void write_chunks_directly(hid_t dataset, std::span<const float> data, const nn:
 // chunk's Fletcher32. Chunks before the last are read straight into `out`; the 4-byte
 // checksum then lands on the first bytes of the next chunk's rows, which the next read
 // overwrites, so no staging copy is needed except for the last chunk.
-void read_chunks_directly(hid_t dataset, std::span<float> out, const nn::Shape& shape,
+void read_chunks_directly(hid_t dataset, std::span<float> out, const Shape& shape,
                           const std::vector<hsize_t>& chunk, const std::string& file,
                           const std::string& object) {
   const std::size_t row = out.size() / shape[0];
@@ -338,21 +338,21 @@ std::string describe_type(hid_t type) {
   return name + " of " + std::to_string(size) + " bytes";
 }
 
-nn::Shape dataspace_shape(hid_t space, const std::string& file, const std::string& object) {
+Shape dataspace_shape(hid_t space, const std::string& file, const std::string& object) {
   const int rank = H5Sget_simple_extent_ndims(space);
   if (rank < 0) fail("H5Sget_simple_extent_ndims", file, object);
   std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
   if (rank > 0 && H5Sget_simple_extent_dims(space, dims.data(), nullptr) < 0) {
     fail("H5Sget_simple_extent_dims", file, object);
   }
-  return nn::Shape(dims.begin(), dims.end());
+  return Shape(dims.begin(), dims.end());
 }
 
 // Throws unless the dataset is chunked with the Fletcher32 filter (datasets HDF5 cannot
 // chunk, scalars and empty ones, are exempt).
-void require_checksum(const OpenedDataset& d, const nn::Shape& shape, const std::string& file,
+void require_checksum(const OpenedDataset& d, const Shape& shape, const std::string& file,
                       const std::string& object) {
-  if (shape.empty() || nn::numel(shape) == 0) return;
+  if (shape.empty() || mpitrain::numel(shape) == 0) return;
   H5Id dcpl(check_id(H5Dget_create_plist(d.dataset.get()), "H5Dget_create_plist", file, object),
             H5Id::Kind::plist);
   const int nfilters = H5Pget_nfilters(dcpl.get());
@@ -613,14 +613,14 @@ std::vector<std::string> H5Group::child_names() const {
 }
 
 void H5Group::write_tensor(std::string_view name, std::span<const float> data,
-                           const nn::Shape& shape, const DatasetOptions& options) {
+                           const Shape& shape, const DatasetOptions& options) {
   const QuietErrors quiet;
   check_relative_name(file_, path_, name);
   const std::string full = child_path(name);
-  const std::size_t count = nn::numel(shape);
+  const std::size_t count = mpitrain::numel(shape);
   if (count != data.size()) {
     invalid(file_, full, std::to_string(data.size()) + " values cannot have shape " +
-                             nn::to_string(shape));
+                             mpitrain::to_string(shape));
   }
   const std::vector<hsize_t> dims(shape.begin(), shape.end());
   H5Id space(shape.empty()
@@ -652,7 +652,7 @@ void H5Group::write_tensor(std::string_view name, std::span<const float> data,
   check(dataset.close(), "H5Dclose", file_, full);
 }
 
-void H5Group::write_tensor(std::string_view name, const nn::Tensor& tensor,
+void H5Group::write_tensor(std::string_view name, const Tensor& tensor,
                            const DatasetOptions& options) {
   write_tensor(name, tensor.span(), tensor.shape(), options);
 }
@@ -673,23 +673,23 @@ bool H5Group::is_string(std::string_view name) const {
 
 namespace {
 // Returns the dataset opened and checked to be float32 with a checksum, and its shape.
-std::pair<OpenedDataset, nn::Shape> open_tensor(hid_t loc, std::string_view name,
+std::pair<OpenedDataset, Shape> open_tensor(hid_t loc, std::string_view name,
                                                 const std::string& file, const std::string& base) {
   const std::string full = join_path(base, name);
   OpenedDataset d = open_dataset(loc, name, file, base);
   if (H5Tget_class(d.type.get()) != H5T_FLOAT || H5Tget_size(d.type.get()) != sizeof(float)) {
     invalid(file, full, "expected float32 data, found " + describe_type(d.type.get()));
   }
-  nn::Shape shape = dataspace_shape(d.space.get(), file, full);
+  Shape shape = dataspace_shape(d.space.get(), file, full);
   require_checksum(d, shape, file, full);
   return {std::move(d), std::move(shape)};
 }
 
 // Returns the chunk shape when the dataset can be read chunk by chunk directly: little-endian
 // float32, chunked in runs of whole rows, Fletcher32 its only filter. Empty otherwise.
-std::vector<hsize_t> direct_read_layout(const OpenedDataset& d, const nn::Shape& shape,
+std::vector<hsize_t> direct_read_layout(const OpenedDataset& d, const Shape& shape,
                                         const std::string& file, const std::string& object) {
-  if (shape.empty() || nn::numel(shape) == 0) return {};
+  if (shape.empty() || mpitrain::numel(shape) == 0) return {};
   const htri_t le32 = H5Tequal(d.type.get(), H5T_IEEE_F32LE);
   if (le32 < 0) fail("H5Tequal", file, object);
   if (le32 == 0) return {};
@@ -704,7 +704,7 @@ std::vector<hsize_t> direct_read_layout(const OpenedDataset& d, const nn::Shape&
   return chunks_are_row_runs(chunk, shape) ? chunk : std::vector<hsize_t>{};
 }
 
-void read_float_data(const OpenedDataset& d, std::span<float> out, const nn::Shape& shape,
+void read_float_data(const OpenedDataset& d, std::span<float> out, const Shape& shape,
                      const std::string& file, const std::string& object) {
   if (out.empty()) return;
   const std::vector<hsize_t> chunk = direct_read_layout(d, shape, file, object);
@@ -718,31 +718,31 @@ void read_float_data(const OpenedDataset& d, std::span<float> out, const nn::Sha
 }
 }  // namespace
 
-nn::Shape H5Group::tensor_shape(std::string_view name) const {
+Shape H5Group::tensor_shape(std::string_view name) const {
   const QuietErrors quiet;
   return open_tensor(id_.get(), name, file_, path_).second;
 }
 
-nn::Tensor H5Group::read_tensor(std::string_view name) const {
+Tensor H5Group::read_tensor(std::string_view name) const {
   const QuietErrors quiet;
   auto [d, shape] = open_tensor(id_.get(), name, file_, path_);
-  nn::Tensor tensor = nn::Tensor::uninitialized(shape);  // every value is read below
+  Tensor tensor = Tensor::uninitialized(shape);  // every value is read below
   read_float_data(d, tensor.span(), shape, file_, child_path(name));
   return tensor;
 }
 
 void H5Group::read_tensor_into(std::string_view name, std::span<float> out,
-                               const nn::Shape& expected_shape) const {
+                               const Shape& expected_shape) const {
   const QuietErrors quiet;
   const std::string full = child_path(name);
   auto [d, shape] = open_tensor(id_.get(), name, file_, path_);
   if (shape != expected_shape) {
-    invalid(file_, full, "stored shape " + nn::to_string(shape) + " differs from expected " +
-                             nn::to_string(expected_shape));
+    invalid(file_, full, "stored shape " + mpitrain::to_string(shape) + " differs from expected " +
+                             mpitrain::to_string(expected_shape));
   }
-  if (out.size() != nn::numel(shape)) {
+  if (out.size() != mpitrain::numel(shape)) {
     invalid(file_, full, "destination holds " + std::to_string(out.size()) + " values, shape " +
-                             nn::to_string(shape) + " needs " + std::to_string(nn::numel(shape)));
+                             mpitrain::to_string(shape) + " needs " + std::to_string(mpitrain::numel(shape)));
   }
   read_float_data(d, out, shape, file_, full);
 }
@@ -780,9 +780,9 @@ std::string H5Group::read_string(std::string_view name) const {
   const htri_t variable = H5Tis_variable_str(d.type.get());
   if (variable < 0) fail("H5Tis_variable_str", file_, full);
   if (variable > 0) invalid(file_, full, "variable-length strings are not supported");
-  const nn::Shape shape = dataspace_shape(d.space.get(), file_, full);
-  if (shape != nn::Shape{1}) {
-    invalid(file_, full, "expected one string (shape [1]), found shape " + nn::to_string(shape));
+  const Shape shape = dataspace_shape(d.space.get(), file_, full);
+  if (shape != Shape{1}) {
+    invalid(file_, full, "expected one string (shape [1]), found shape " + mpitrain::to_string(shape));
   }
   require_checksum(d, shape, file_, full);
   const std::size_t size = H5Tget_size(d.type.get());

@@ -34,7 +34,7 @@
 
 #include "mpitrain/checkpoint/checkpoint_error.hpp"
 #include "mpitrain/checkpoint/file_hash.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::checkpoint {
 
@@ -136,20 +136,20 @@ class H5Group : public H5Object {
   std::vector<std::string> child_names() const;
 
   // Writes a float32 dataset of the given shape (data: numel(shape) values, row-major).
-  void write_tensor(std::string_view name, std::span<const float> data, const nn::Shape& shape,
+  void write_tensor(std::string_view name, std::span<const float> data, const Shape& shape,
                     const DatasetOptions& options = {});
-  void write_tensor(std::string_view name, const nn::Tensor& tensor,
+  void write_tensor(std::string_view name, const Tensor& tensor,
                     const DatasetOptions& options = {});
   // Returns true when `name` is a dataset of floating-point type class.
   bool is_tensor(std::string_view name) const;
   // Returns the shape of the float32 dataset `name`.
-  nn::Shape tensor_shape(std::string_view name) const;
+  Shape tensor_shape(std::string_view name) const;
   // Returns the float32 dataset `name` as an owning tensor, checksum verified.
-  nn::Tensor read_tensor(std::string_view name) const;
+  Tensor read_tensor(std::string_view name) const;
   // Reads the float32 dataset `name` into `out`, whose shape must equal the stored one
   // (H5Error names both shapes otherwise).
   void read_tensor_into(std::string_view name, std::span<float> out,
-                        const nn::Shape& expected_shape) const;
+                        const Shape& expected_shape) const;
 
   // Writes a string dataset; `read_string` returns it.
   void write_string(std::string_view name, std::string_view text);

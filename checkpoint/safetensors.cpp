@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "mpitrain/checkpoint/checkpoint_error.hpp"
 #include "mpitrain/checkpoint/durable_io.hpp"
@@ -32,19 +34,19 @@ std::span<const unsigned char> bytes_of(const void* p, std::size_t n) {
 }  // namespace
 
 void write_safetensors(const std::filesystem::path& file,
-                       const std::vector<std::pair<std::string, const nn::Tensor*>>& tensors,
+                       std::span<const NamedTensor> tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::vector<std::pair<std::string, const nn::Tensor*>> sorted = tensors;
+  std::vector<NamedTensor> sorted(tensors.begin(), tensors.end());
   std::sort(sorted.begin(), sorted.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+            [](const NamedTensor& a, const NamedTensor& b) { return a.name < b.name; });
   for (std::size_t i = 0; i < sorted.size(); ++i) {
-    if (sorted[i].first == kMetadataKey || sorted[i].first.empty()) {
-      bad(file, "invalid tensor name '" + sorted[i].first + "'");
+    if (sorted[i].name == kMetadataKey || sorted[i].name.empty()) {
+      bad(file, "invalid tensor name '" + sorted[i].name + "'");
     }
-    if (i > 0 && sorted[i].first == sorted[i - 1].first) {
-      bad(file, "duplicate tensor name '" + sorted[i].first + "'");
+    if (i > 0 && sorted[i].name == sorted[i - 1].name) {
+      bad(file, "duplicate tensor name '" + sorted[i].name + "'");
     }
-    if (sorted[i].second == nullptr) bad(file, "tensor '" + sorted[i].first + "' is null");
+    if (sorted[i].tensor == nullptr) bad(file, "tensor '" + sorted[i].name + "' is null");
   }
 
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -118,7 +120,7 @@ SafetensorsContents read_safetensors(const std::filesystem::path& file) {
       bad(file, where + " lacks dtype, shape or data_offsets");
     }
     if (entry["dtype"] != "F32") bad(file, where + " has dtype " + entry["dtype"].dump() + ", not F32");
-    nn::Shape shape;
+    Shape shape;
     for (const auto& d : entry["shape"]) {
       if (!d.is_number_unsigned()) bad(file, where + " has a shape entry that is not a count");
       shape.push_back(d.get<std::size_t>());
@@ -138,10 +140,10 @@ SafetensorsContents read_safetensors(const std::filesystem::path& file) {
     }
     if (end - begin != count * sizeof(float)) {
       bad(file, where + " covers " + std::to_string(end - begin) + " bytes, shape " +
-                    nn::to_string(shape) + " needs " + std::to_string(count * sizeof(float)));
+                    mpitrain::to_string(shape) + " needs " + std::to_string(count * sizeof(float)));
     }
     ranges.emplace_back(begin, end);
-    nn::Tensor tensor(shape);
+    Tensor tensor(shape);
     in.seekg(static_cast<std::streamoff>(8 + length + begin));
     if (count > 0 && !in.read(reinterpret_cast<char*>(tensor.data()),
                               static_cast<std::streamsize>(count * sizeof(float)))) {

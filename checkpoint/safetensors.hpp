@@ -11,21 +11,21 @@
 #include <filesystem>
 #include <map>
 #include <string>
-#include <utility>
-#include <vector>
+#include <span>
 
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/named_tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::checkpoint {
 
 struct SafetensorsContents {
-  std::map<std::string, nn::Tensor> tensors;
+  std::map<std::string, Tensor> tensors;
   std::map<std::string, std::string> metadata;
 };
 
 // Writes `tensors` (names must be unique and not "__metadata__") to a new file and fsyncs it.
 void write_safetensors(const std::filesystem::path& file,
-                       const std::vector<std::pair<std::string, const nn::Tensor*>>& tensors,
+                       std::span<const NamedTensor> tensors,
                        const std::map<std::string, std::string>& metadata = {});
 // Returns the tensors of an F32 safetensors file, after checking the header against the file
 // size (lengths, offsets, shapes); throws CheckpointError naming the file and the problem.

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -18,9 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Named = std::vector<std::pair<std::string, const nn::Tensor*>>;
-
-fs::path write_model(const fs::path& dir_in, const Named& weights, ModelFormat format) {
+fs::path write_model(const fs::path& dir_in, std::span<const NamedTensor> weights,
+                     ModelFormat format) {
   const fs::path dir = fs::absolute(dir_in);
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -67,24 +67,24 @@ ModelFormat parse_model_format(std::string_view name) {
                               "' (valid: hdf5, safetensors)");
 }
 
-fs::path save_model(const fs::path& dir, std::span<nn::Parameter* const> params,
+fs::path save_model(const fs::path& dir, std::span<const NamedTensor> weights,
                     ModelFormat format) {
-  Named weights;
-  std::map<std::string, bool> seen;
-  for (const nn::Parameter* p : params) {
-    if (p == nullptr) throw std::invalid_argument("save_model: null parameter");
-    if (!seen.emplace(p->name, true).second) {
-      throw std::invalid_argument("save_model: duplicate parameter name '" + p->name + "'");
+  std::set<std::string_view> seen;
+  for (const NamedTensor& w : weights) {
+    if (w.tensor == nullptr) {
+      throw std::invalid_argument("save_model: null tensor for '" + w.name + "'");
     }
-    weights.emplace_back(p->name, &p->value);
+    if (!seen.insert(w.name).second) {
+      throw std::invalid_argument("save_model: duplicate parameter name '" + w.name + "'");
+    }
   }
   return write_model(dir, weights, format);
 }
 
-fs::path save_model(const fs::path& dir, const std::map<std::string, nn::Tensor>& weights,
+fs::path save_model(const fs::path& dir, const std::map<std::string, Tensor>& weights,
                     ModelFormat format) {
-  Named named;
-  for (const auto& [name, tensor] : weights) named.emplace_back(name, &tensor);
+  std::vector<NamedTensor> named;
+  for (const auto& [name, tensor] : weights) named.push_back({name, &tensor});
   return write_model(dir, named, format);
 }
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <string_view>
 
-#include "mpitrain/nn/parameter.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/named_tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::checkpoint {
 
@@ -27,12 +27,13 @@ std::string_view to_string(ModelFormat format) noexcept;
 // Returns the format named `name`; throws std::invalid_argument listing the valid names.
 ModelFormat parse_model_format(std::string_view name);
 
-// Returns the written file. Parameter names must be unique.
+// Returns the written file. Names must be unique and no tensor null (std::invalid_argument).
+// A model's parameters give this list through nn::named_tensors(params).
 std::filesystem::path save_model(const std::filesystem::path& dir,
-                                 std::span<nn::Parameter* const> params, ModelFormat format);
+                                 std::span<const NamedTensor> weights, ModelFormat format);
 // Returns the written file, for weights given by name.
 std::filesystem::path save_model(const std::filesystem::path& dir,
-                                 const std::map<std::string, nn::Tensor>& weights,
+                                 const std::map<std::string, Tensor>& weights,
                                  ModelFormat format);
 
 }  // namespace mpitrain::checkpoint

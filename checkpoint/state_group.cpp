@@ -68,15 +68,15 @@ void compare_keys(const Map& loaded, const Map& expected, std::string_view kind,
   }
 }
 
-void compare_tensors(const std::map<std::string, nn::Tensor>& loaded,
-                     const std::map<std::string, nn::Tensor>& expected,
+void compare_tensors(const std::map<std::string, Tensor>& loaded,
+                     const std::map<std::string, Tensor>& expected,
                      std::vector<std::string>& problems) {
   compare_keys(loaded, expected, "tensor", problems);
   for (const auto& [key, tensor] : expected) {
     const auto it = loaded.find(key);
     if (it != loaded.end() && it->second.shape() != tensor.shape()) {
-      problems.push_back("tensor '" + key + "' has shape " + nn::to_string(it->second.shape()) +
-                         " in the checkpoint but " + nn::to_string(tensor.shape()) + " here");
+      problems.push_back("tensor '" + key + "' has shape " + mpitrain::to_string(it->second.shape()) +
+                         " in the checkpoint but " + mpitrain::to_string(tensor.shape()) + " here");
     }
   }
 }
@@ -98,19 +98,19 @@ void throw_if_problems(const std::vector<std::string>& problems, std::string_vie
 
 }  // namespace
 
-StateGroup StateGroup::from_state_dict(nn::StateDict dict) {
+StateGroup StateGroup::from_state_dict(StateDict dict) {
   StateGroup g;
   g.tensors = std::move(dict.tensors);
   g.scalars = std::move(dict.scalars);
   return g;
 }
 
-nn::StateDict StateGroup::to_state_dict() && {
+StateDict StateGroup::to_state_dict() && {
   if (!strings.empty()) {
     throw CheckpointError("state group holds string '" + strings.begin()->first +
                           "', which a StateDict cannot represent");
   }
-  nn::StateDict dict;
+  StateDict dict;
   dict.tensors = std::move(tensors);
   dict.scalars = std::move(scalars);
   for (const auto& [key, value] : integers) {
@@ -158,7 +158,7 @@ void check_same_structure(const StateGroup& loaded, const StateGroup& expected,
   throw_if_problems(problems, what);
 }
 
-void check_same_structure(const nn::StateDict& loaded, const nn::StateDict& expected,
+void check_same_structure(const StateDict& loaded, const StateDict& expected,
                           std::string_view what) {
   std::vector<std::string> problems;
   compare_tensors(loaded.tensors, expected.tensors, problems);

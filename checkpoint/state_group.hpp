@@ -13,7 +13,7 @@
 // verbatim. Reading walks G recursively and maps every dataset and attribute back by type,
 // so write then read gives the same StateGroup.
 //
-// Tensors may be views (nn::Tensor::view) of live parameters: saving then copies nothing.
+// Tensors may be views (Tensor::view) of live parameters: saving then copies nothing.
 
 #include <cstdint>
 #include <map>
@@ -21,23 +21,23 @@
 #include <string_view>
 
 #include "mpitrain/checkpoint/h5_file.hpp"
-#include "mpitrain/nn/state_dict.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/state_dict.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::checkpoint {
 
 struct StateGroup {
-  std::map<std::string, nn::Tensor> tensors;
+  std::map<std::string, Tensor> tensors;
   std::map<std::string, double> scalars;
   std::map<std::string, std::int64_t> integers;
   std::map<std::string, std::string> strings;
 
   // Returns a group holding the dict's tensors and scalars (moved, so views stay views).
-  static StateGroup from_state_dict(nn::StateDict dict);
+  static StateGroup from_state_dict(StateDict dict);
   // Returns the tensors and scalars as a StateDict; integers become scalars (exact up to
   // 2^53); throws CheckpointError if the group holds strings, or an integer key equals a
   // scalar key.
-  nn::StateDict to_state_dict() &&;
+  StateDict to_state_dict() &&;
 
   bool empty() const noexcept {
     return tensors.empty() && scalars.empty() && integers.empty() && strings.empty();
@@ -57,7 +57,7 @@ StateGroup read_state_group(const H5Group& group);
 void check_same_structure(const StateGroup& loaded, const StateGroup& expected,
                           std::string_view what);
 // The same for StateDicts (tensors and scalars).
-void check_same_structure(const nn::StateDict& loaded, const nn::StateDict& expected,
+void check_same_structure(const StateDict& loaded, const StateDict& expected,
                           std::string_view what);
 
 }  // namespace mpitrain::checkpoint

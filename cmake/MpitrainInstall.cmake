@@ -1,4 +1,6 @@
-# Installs the library (versioned SONAME), its public headers under include/mpitrain/<module>/,
+# Installs the library (versioned SONAME), its public headers under include/mpitrain/<module>/
+# (every header of a module except those in a detail/ folder, which are implementation-only)
+# and the umbrella header include/mpitrain/mpitrain.hpp,
 # the command-line tools (trainer, benchmarks), a CMake package (find_package(mpitrain CONFIG)
 # -> mpitrain::mpitrain) and a pkg-config file (mpitrain.pc). Both package files are
 # relocatable: `cmake --install <build> --prefix <anywhere>` gives working files.
@@ -13,10 +15,21 @@ install(TARGETS mpitrain EXPORT mpitrainTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# MPITRAIN_PUBLIC_HEADERS: the installed headers, as paths relative to the source root
+# ("engine/engine.hpp"). A header under any detail/ folder, at any depth, is not public.
+set(MPITRAIN_PUBLIC_HEADERS)
 foreach(module IN LISTS MPITRAIN_MODULES)
-  file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${module}/*.hpp)
-  install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mpitrain/${module})
+  file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}
+       ${PROJECT_SOURCE_DIR}/${module}/*.hpp)
+  list(FILTER headers EXCLUDE REGEX "(^|/)detail/")
+  list(APPEND MPITRAIN_PUBLIC_HEADERS ${headers})
 endforeach()
+foreach(header IN LISTS MPITRAIN_PUBLIC_HEADERS)
+  get_filename_component(folder ${header} DIRECTORY)
+  install(FILES ${PROJECT_SOURCE_DIR}/${header}
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mpitrain/${folder})
+endforeach()
+install(FILES ${PROJECT_SOURCE_DIR}/mpitrain.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mpitrain)
 
 # The tools are defined in apps/ and benchmarks/, which the top-level CMakeLists.txt adds
 # after including this file; so the rule runs at the end of the top-level directory, and

@@ -65,8 +65,8 @@ bool DataLoader::next(Batch& out) {
   const std::vector<std::size_t>& indices = p.batches[position_];
   const std::size_t rows = indices.size();
   const std::size_t d = dataset_->feature_size();
-  const nn::Shape shape{rows, d};
-  if (out.features.is_view() || out.features.shape() != shape) out.features = nn::Tensor(shape);
+  const Shape shape{rows, d};
+  if (out.features.is_view() || out.features.shape() != shape) out.features = Tensor(shape);
   out.labels.resize(rows);
   dataset_->get_batch(indices, out.features.span(), out.labels);
   out.indices = indices;

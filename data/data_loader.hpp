@@ -25,7 +25,7 @@
 
 #include "mpitrain/data/batch_sharding.hpp"
 #include "mpitrain/data/dataset.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::data {
 
@@ -45,7 +45,7 @@ struct DataLoaderOptions {
 ShardingOptions sharding_options(std::size_t dataset_size, const DataLoaderOptions& options);
 
 struct Batch {
-  nn::Tensor features;               // (batch, feature_size), owning
+  Tensor features;               // (batch, feature_size), owning
   std::vector<std::int32_t> labels;  // (batch)
   std::vector<std::size_t> indices;  // (batch) dataset index of each row
   std::size_t real_count = 0;        // leading rows that are real; the rest are padding duplicates

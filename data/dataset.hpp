@@ -14,7 +14,7 @@
 #include <span>
 #include <string>
 
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::data {
 
@@ -28,14 +28,14 @@ class Dataset {
   // Returns the number of examples.
   virtual std::size_t size() const noexcept = 0;
   // Returns the shape of one example's features, e.g. {784} or {28, 28}.
-  virtual const nn::Shape& feature_shape() const noexcept = 0;
+  virtual const Shape& feature_shape() const noexcept = 0;
   // Returns the number of classes when the reader knows it (labels lie in [0, classes)).
   virtual std::optional<std::size_t> num_classes() const noexcept = 0;
   // Returns a one-line description for logs and error messages (file names, sizes).
   virtual std::string describe() const = 0;
 
   // Returns the number of fp32 values per example: numel(feature_shape()).
-  std::size_t feature_size() const noexcept { return nn::numel(feature_shape()); }
+  std::size_t feature_size() const noexcept { return mpitrain::numel(feature_shape()); }
 
   // Reads example `index`: features_out holds feature_size() values.
   // Throws std::out_of_range (index >= size()) or std::invalid_argument (wrong span size).

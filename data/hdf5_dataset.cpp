@@ -107,7 +107,7 @@ struct Hdf5Dataset::Impl {
   std::vector<hsize_t> feature_dims;  // the features dataset's extents, (n, d1, ...)
   std::size_t count = 0;
   std::size_t row_size = 0;  // elements per example
-  nn::Shape feature_shape;
+  Shape feature_shape;
   std::optional<std::size_t> num_classes;
   std::vector<std::int32_t> labels;
 
@@ -297,7 +297,7 @@ Hdf5Dataset::~Hdf5Dataset() {
 }
 
 std::size_t Hdf5Dataset::size() const noexcept { return impl_->count; }
-const nn::Shape& Hdf5Dataset::feature_shape() const noexcept { return impl_->feature_shape; }
+const Shape& Hdf5Dataset::feature_shape() const noexcept { return impl_->feature_shape; }
 std::optional<std::size_t> Hdf5Dataset::num_classes() const noexcept { return impl_->num_classes; }
 const std::string& Hdf5Dataset::path() const noexcept { return impl_->path; }
 const Hdf5DatasetOptions& Hdf5Dataset::options() const noexcept { return impl_->options; }

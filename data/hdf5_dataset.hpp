@@ -59,7 +59,7 @@ class Hdf5Dataset final : public Dataset {
   ~Hdf5Dataset() override;
 
   std::size_t size() const noexcept override;
-  const nn::Shape& feature_shape() const noexcept override;
+  const Shape& feature_shape() const noexcept override;
   std::optional<std::size_t> num_classes() const noexcept override;
   std::string describe() const override;
 

@@ -42,7 +42,7 @@ class IdxDataset final : public Dataset {
   explicit IdxDataset(const IdxPaths& paths, std::size_t num_classes = 10);
 
   std::size_t size() const noexcept override { return count_; }
-  const nn::Shape& feature_shape() const noexcept override { return feature_shape_; }
+  const Shape& feature_shape() const noexcept override { return feature_shape_; }
   std::optional<std::size_t> num_classes() const noexcept override { return num_classes_; }
   std::string describe() const override;
 
@@ -60,7 +60,7 @@ class IdxDataset final : public Dataset {
   std::size_t count_ = 0;
   std::size_t rows_ = 0;
   std::size_t cols_ = 0;
-  nn::Shape feature_shape_;
+  Shape feature_shape_;
   std::vector<std::uint8_t> pixels_;  // (count, rows * cols) row-major
   std::vector<std::uint8_t> labels_;  // (count)
 };

@@ -38,7 +38,7 @@ class SyntheticDataset final : public Dataset {
   explicit SyntheticDataset(SyntheticOptions options);
 
   std::size_t size() const noexcept override { return options_.size; }
-  const nn::Shape& feature_shape() const noexcept override { return feature_shape_; }
+  const Shape& feature_shape() const noexcept override { return feature_shape_; }
   std::optional<std::size_t> num_classes() const noexcept override { return options_.num_classes; }
   std::string describe() const override;
 
@@ -52,7 +52,7 @@ class SyntheticDataset final : public Dataset {
 
  private:
   SyntheticOptions options_;
-  nn::Shape feature_shape_;
+  Shape feature_shape_;
   std::vector<float> centers_;  // (classes, feature_dim)
 };
 

@@ -8,7 +8,7 @@
 //   engine.prepare(model, optimizer, loader, &scheduler);   // in place, see prepare()
 //   for (data::Batch batch; engine.next_batch(batch);) {
 //     auto micro = engine.accumulate();                     // one micro-step
-//     nn::Tensor logits = model.forward(batch.features);
+//     Tensor logits = model.forward(batch.features);
 //     auto [loss, grad] = nn::cross_entropy(logits, batch.labels);
 //     engine.backward(grad);                                // synchronises on sync steps
 //     if (engine.sync_gradients()) engine.clip_grad_norm(1.0);
@@ -70,7 +70,7 @@
 #include "mpitrain/nn/optimizer.hpp"
 #include "mpitrain/nn/parameter.hpp"
 #include "mpitrain/nn/rng.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 #include "mpitrain/precision/loss_scaler.hpp"
 
 namespace mpitrain {
@@ -90,7 +90,7 @@ struct EngineState {
 // A parameter that lives in the user's own buffers (bring your own model).
 struct ExternalParameter {
   std::string name;
-  nn::Shape shape;
+  Shape shape;
   std::span<float> value;  // numel(shape) values, fp32
   // numel(shape) values the user's backward accumulates into; empty: the engine provides
   // the storage (Engine::gradient(name)), inside its buckets, which saves two copies.
@@ -193,7 +193,7 @@ class Engine {
   // Runs the prepared model's backward with loss_grad * loss_gradient_scale() (loss_grad:
   // d(mean loss)/d(output), the shape of the model's last output), synchronising the
   // gradients on a sync micro-step.
-  void backward(const nn::Tensor& loss_grad);
+  void backward(const Tensor& loss_grad);
   // Bring your own model: runs `run_backward`, which computes the gradients (already
   // multiplied by loss_gradient_scale()) and calls grad_ready() for each parameter.
   void backward(const std::function<void()>& run_backward);
@@ -346,18 +346,18 @@ class Engine {
   template <class T> std::vector<T> gather(std::span<const T> values) const;
   // Returns the tensors of all ranks concatenated along dim 0 (rows may differ; the other
   // dimensions must agree, else every rank throws). A 0-d tensor counts as one row.
-  nn::Tensor gather(const nn::Tensor& t) const;
+  Tensor gather(const Tensor& t) const;
   // Returns gather() of the first `real_rows` rows (Batch::real_count): the padding
   // duplicates are dropped, so over an evaluation epoch every example counts exactly once.
-  nn::Tensor gather_for_metrics(const nn::Tensor& t, std::size_t real_rows) const;
+  Tensor gather_for_metrics(const Tensor& t, std::size_t real_rows) const;
   template <class T>
   std::vector<T> gather_for_metrics(std::span<const T> values, std::size_t real_count) const;
   // Returns `t` padded along dim 0 with `pad_value` rows up to the largest row count over
   // the ranks (at the end, or at the start when pad_first).
-  nn::Tensor pad_across_processes(const nn::Tensor& t, float pad_value = 0.0f,
+  Tensor pad_across_processes(const Tensor& t, float pad_value = 0.0f,
                                   bool pad_first = false) const;
   // Returns the element-wise sum (ReduceOp::sum) or mean (ReduceOp::avg) over ranks.
-  nn::Tensor reduce(const nn::Tensor& t, ReduceOp op = ReduceOp::sum) const;
+  Tensor reduce(const Tensor& t, ReduceOp op = ReduceOp::sum) const;
   double reduce(double value, ReduceOp op = ReduceOp::sum) const;
 
   // ---- scope guards ---------------------------------------------------------------------------
@@ -455,7 +455,7 @@ class Engine {
   std::string first_non_finite_;
   std::optional<LossScaler> scaler_;  // mixed_precision fp16; its scale changes only in step()
   BackwardTimings timings_;
-  nn::Tensor scaled_grad_;       // reused buffer for loss_grad * loss_gradient_scale()
+  Tensor scaled_grad_;       // reused buffer for loss_grad * loss_gradient_scale()
 };
 
 template <class T> std::vector<T> Engine::gather(std::span<const T> values) const {

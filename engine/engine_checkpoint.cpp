@@ -319,7 +319,7 @@ fs::path Engine::save_model(const fs::path& dir, checkpoint::ModelFormat format)
   if (is_main_process()) {
     error = checkpoint::capture_error([&] {
       fs::create_directories(dir);
-      written = checkpoint::save_model(dir, std::span<nn::Parameter* const>(params_), format);
+      written = checkpoint::save_model(dir, nn::named_tensors(params_), format);
     });
   }
   checkpoint::agree_on_success(comm_, error, "Engine::save_model('" + dir.string() + "')");

@@ -19,8 +19,8 @@ using checkpoint::CheckpointError;
 using checkpoint::StateGroup;
 
 // Returns an owning copy of `t` (copying a view would copy the view).
-nn::Tensor clone(const nn::Tensor& t) {
-  nn::Tensor out(t.shape());
+Tensor clone(const Tensor& t) {
+  Tensor out(t.shape());
   std::copy_n(t.data(), t.numel(), out.data());
   return out;
 }
@@ -31,7 +31,7 @@ std::string stream_key(const std::string& path) {
 }
 
 // Returns `group` without its strings, as a StateDict.
-nn::StateDict to_state_dict_without_strings(StateGroup group) {
+StateDict to_state_dict_without_strings(StateGroup group) {
   group.strings.clear();
   return std::move(group).to_state_dict();
 }
@@ -87,7 +87,7 @@ struct Engine::CheckpointGroups {
   static StateGroup capture_model(const Engine& e, bool views) {
     StateGroup g;
     for (nn::Parameter* p : e.params_) {
-      g.tensors[p->name] = views ? nn::Tensor::view(p->value.span(), p->value.shape()) : clone(p->value);
+      g.tensors[p->name] = views ? Tensor::view(p->value.span(), p->value.shape()) : clone(p->value);
     }
     return g;
   }
@@ -96,7 +96,7 @@ struct Engine::CheckpointGroups {
   }
   static void apply_model(Engine& e, const StateGroup& saved, std::vector<std::string>&) {
     for (nn::Parameter* p : e.params_) {
-      const nn::Tensor& t = saved.tensors.at(p->name);
+      const Tensor& t = saved.tensors.at(p->name);
       std::copy_n(t.data(), t.numel(), p->value.data());
     }
   }
@@ -258,7 +258,7 @@ struct Engine::CheckpointGroups {
     if (e.model_ == nullptr) return;
     for (const auto& [path, stream] : e.model_->random_streams()) {
       const std::string prefix = stream_key(path) + "/";
-      nn::StateDict d;
+      StateDict d;
       for (const auto& [key, value] : saved.scalars) {
         if (key.compare(0, prefix.size(), prefix) == 0) d.scalars[key.substr(prefix.size())] = value;
       }

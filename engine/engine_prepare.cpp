@@ -22,7 +22,7 @@ std::string describe(const std::vector<nn::Parameter*>& params) {
   for (const nn::Parameter* p : params) {
     out += p->name;
     out += '\t';
-    out += nn::to_string(p->value.shape());
+    out += mpitrain::to_string(p->value.shape());
     out += '\n';
   }
   return out;
@@ -221,19 +221,19 @@ void Engine::register_parameters(std::vector<ExternalParameter> params) {
   std::string description;
   std::string error;
   for (ExternalParameter& e : params) {
-    description += e.name + '\t' + nn::to_string(e.shape) + '\n';
-    const std::size_t n = nn::numel(e.shape);
+    description += e.name + '\t' + mpitrain::to_string(e.shape) + '\n';
+    const std::size_t n = mpitrain::numel(e.shape);
     if (e.value.size() != n || (!e.grad.empty() && e.grad.size() != n)) {
       error += (error.empty() ? "" : "; ") +
-               ("'" + e.name + "' has shape " + nn::to_string(e.shape) + " (" + std::to_string(n) +
+               ("'" + e.name + "' has shape " + mpitrain::to_string(e.shape) + " (" + std::to_string(n) +
                 " values) but " + std::to_string(e.value.size()) + " values and " +
                 std::to_string(e.grad.size()) + " gradients");
       continue;
     }
     auto p = std::make_unique<nn::Parameter>();
     p->name = e.name;
-    p->value = nn::Tensor::view(e.value, e.shape);
-    if (!e.grad.empty()) p->grad = nn::Tensor::view(e.grad, e.shape);
+    p->value = Tensor::view(e.value, e.shape);
+    if (!e.grad.empty()) p->grad = Tensor::view(e.grad, e.shape);
     synced.push_back({p.get(), e.grad});
     owned.push_back(std::move(p));
   }

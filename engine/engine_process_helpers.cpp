@@ -40,58 +40,58 @@ void Engine::wait_for_everyone() const {
   comm_.barrier();
 }
 
-nn::Tensor Engine::gather(const nn::Tensor& t) const {
-  nn::Shape rest;
+Tensor Engine::gather(const Tensor& t) const {
+  Shape rest;
   if (t.rank() > 0) rest.assign(t.shape().begin() + 1, t.shape().end());
-  const std::string rest_text = t.rank() == 0 ? std::string("scalar") : nn::to_string(rest);
+  const std::string rest_text = t.rank() == 0 ? std::string("scalar") : mpitrain::to_string(rest);
   const std::vector<std::int64_t> fingerprints =
       comm_.allgather_value<std::int64_t>(static_cast<std::int64_t>(detail::fingerprint(rest_text)));
   for (std::size_t r = 0; r < fingerprints.size(); ++r) {
     if (fingerprints[r] != fingerprints[0]) {
       throw std::invalid_argument("Engine::gather (rank " + std::to_string(comm_.rank()) +
                                   "): the tensors' shapes beyond dim 0 differ between rank 0 and rank " +
-                                  std::to_string(r) + " (this rank: " + nn::to_string(t.shape()) + ")");
+                                  std::to_string(r) + " (this rank: " + mpitrain::to_string(t.shape()) + ")");
     }
   }
   std::vector<float> all = gather(t.span());
-  const std::size_t width = nn::numel(rest);
-  nn::Shape shape;
+  const std::size_t width = mpitrain::numel(rest);
+  Shape shape;
   shape.push_back(width == 0 ? 0 : all.size() / width);
   shape.insert(shape.end(), rest.begin(), rest.end());
-  nn::Tensor out(shape);
+  Tensor out(shape);
   std::copy(all.begin(), all.end(), out.data());
   return out;
 }
 
-nn::Tensor Engine::gather_for_metrics(const nn::Tensor& t, std::size_t real_rows) const {
+Tensor Engine::gather_for_metrics(const Tensor& t, std::size_t real_rows) const {
   if (t.rank() == 0) return gather(t);
   const std::size_t keep = std::min(real_rows, t.dim(0));
   if (keep == t.dim(0)) return gather(t);
-  nn::Shape shape = t.shape();
+  Shape shape = t.shape();
   shape[0] = keep;
   const std::size_t width = t.dim(0) == 0 ? 0 : t.numel() / t.dim(0);
-  nn::Tensor head(shape);
+  Tensor head(shape);
   std::copy_n(t.data(), keep * width, head.data());
   return gather(head);
 }
 
-nn::Tensor Engine::pad_across_processes(const nn::Tensor& t, float pad_value, bool pad_first) const {
+Tensor Engine::pad_across_processes(const Tensor& t, float pad_value, bool pad_first) const {
   if (t.rank() == 0) return t;
   idle_stream();
   const std::int64_t rows = static_cast<std::int64_t>(t.dim(0));
   const std::size_t max_rows = static_cast<std::size_t>(comm_.allreduce_value(rows, ReduceOp::max));
-  nn::Shape shape = t.shape();
+  Shape shape = t.shape();
   shape[0] = max_rows;
-  nn::Tensor out(shape);
+  Tensor out(shape);
   out.fill(pad_value);
   const std::size_t offset = pad_first ? out.numel() - t.numel() : 0;
   std::copy_n(t.data(), t.numel(), out.data() + offset);
   return out;
 }
 
-nn::Tensor Engine::reduce(const nn::Tensor& t, ReduceOp op) const {
+Tensor Engine::reduce(const Tensor& t, ReduceOp op) const {
   idle_stream();
-  nn::Tensor out(t.shape());
+  Tensor out(t.shape());
   std::copy_n(t.data(), t.numel(), out.data());
   comm_.allreduce(out.span(), op);
   return out;

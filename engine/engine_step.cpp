@@ -96,7 +96,7 @@ void Engine::run_backward(const std::function<void()>& body) {
   if (implicit) end_micro_step();
 }
 
-void Engine::backward(const nn::Tensor& loss_grad) {
+void Engine::backward(const Tensor& loss_grad) {
   if (model_ == nullptr) throw std::logic_error("Engine::backward(loss_grad) needs a prepared model");
   run_backward([this, &loss_grad] {
     scaled_grad_.resize(loss_grad.shape());

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "mpitrain/nn/aligned_storage.hpp"
+#include "mpitrain/tensor/aligned_storage.hpp"
 
 namespace mpitrain {
 namespace {
@@ -98,7 +98,7 @@ GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stre
   if (options_.comm_dtype != DType::f32) {
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       const std::size_t count = buckets_[b].count + (b + 1 == buckets_.size() ? 1 : 0);
-      auto* w = static_cast<std::uint16_t*>(nn::allocate_aligned(count * sizeof(std::uint16_t)));
+      auto* w = static_cast<std::uint16_t*>(allocate_aligned(count * sizeof(std::uint16_t)));
       wire_.emplace_back(w);
       std::fill_n(w, count, std::uint16_t{0});  // touched once here, not in the first step
       wire_count_.push_back(count);
@@ -123,11 +123,11 @@ GradientSync::~GradientSync() {
   for (Entry& e : params_) {
     if (!e.external_grad.empty() || e.parameter->grad.data() != storage_data_ + e.offset) continue;
     try {
-      nn::Tensor own(e.parameter->value.shape());
+      Tensor own(e.parameter->value.shape());
       std::copy_n(storage_data_ + e.offset, e.numel, own.data());
       e.parameter->grad = std::move(own);
     } catch (...) {
-      e.parameter->grad = nn::Tensor();
+      e.parameter->grad = Tensor();
     }
   }
 }
@@ -321,7 +321,7 @@ void GradientSync::allocate_storage() {
     storage_data_ = reinterpret_cast<float*>(shared.data());  // zero-filled, 64-byte aligned
     return;
   }
-  storage_.reset(static_cast<float*>(nn::allocate_aligned(storage_count_ * sizeof(float))));
+  storage_.reset(static_cast<float*>(allocate_aligned(storage_count_ * sizeof(float))));
   storage_data_ = storage_.get();
   std::fill_n(storage_data_, storage_count_, 0.0f);
 }

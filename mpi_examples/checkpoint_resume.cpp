@@ -60,7 +60,7 @@ struct Training {
   // Trains until `until` optimizer steps; calls `after_step` after each one.
   template <class F>
   void train(std::uint64_t until, F&& after_step) {
-    nn::Tensor grad;
+    Tensor grad;
     data::Batch batch;
     while (engine->step_count() < until) {
       if (!engine->next_batch(batch)) continue;  // next epoch
@@ -118,8 +118,8 @@ int main(int argc, char** argv) try {
   reference.train(kTotalSteps, [] {});
   bool same = true;
   for (std::size_t k = 0; k < engine.parameters().size(); ++k) {
-    const nn::Tensor& a = engine.parameters()[k]->value;
-    const nn::Tensor& b = reference.engine->parameters()[k]->value;
+    const Tensor& a = engine.parameters()[k]->value;
+    const Tensor& b = reference.engine->parameters()[k]->value;
     same = same && std::memcmp(a.data(), b.data(), a.numel() * sizeof(float)) == 0;
   }
   engine.print(std::string("finished at step ") + std::to_string(engine.step_count()) + ": parameters " +

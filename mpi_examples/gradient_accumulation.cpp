@@ -94,15 +94,15 @@ int main(int argc, char** argv) try {
   nn::Sequential reference = nn::make_mlp(784, hidden, 10);
   const std::size_t global_rows =
       kAccumulation * kMicroBatch * static_cast<std::size_t>(engine.world_size());
-  nn::Tensor all_features({global_rows, 784});
+  Tensor all_features({global_rows, 784});
   std::vector<std::int32_t> all_labels;
-  nn::Tensor grad;
+  Tensor grad;
   data::Batch batch;
   bool ok = true;
   double window_loss = 0.0, window_norm = 0.0;  // sums over the current 50 steps
   for (std::size_t micro = 0; micro < kAccumulation; ++micro) {
     ok = engine.next_batch(batch) && ok;
-    const nn::Tensor features = engine.gather(batch.features);  // (16 x ranks, 784)
+    const Tensor features = engine.gather(batch.features);  // (16 x ranks, 784)
     std::copy_n(features.data(), features.numel(), all_features.data() + micro * features.numel());
     const std::vector<std::int32_t> labels = engine.gather<std::int32_t>(batch.labels);
     all_labels.insert(all_labels.end(), labels.begin(), labels.end());

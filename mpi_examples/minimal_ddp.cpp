@@ -40,7 +40,7 @@ int main(int argc, char** argv) try {
   data::DataLoader test = engine.make_loader(test_set, {.batch_size = 500, .shuffle = false});
   engine.prepare(model, optimizer, train);  // broadcasts rank 0's weights to every rank
 
-  nn::Tensor grad;
+  Tensor grad;
   double window = 0.0, first_loss = 0.0, last_loss = 0.0;
   for (data::Batch batch;
        (max_steps == 0 || engine.step_count() < max_steps) && engine.next_batch(batch);) {
@@ -60,7 +60,7 @@ int main(int argc, char** argv) try {
   model.train(false);
   std::size_t correct = 0, total = 0;
   for (data::Batch batch; test.next(batch);) {
-    const nn::Tensor logits = model.forward(batch.features);  // (batch, 10)
+    const Tensor logits = model.forward(batch.features);  // (batch, 10)
     std::vector<std::int32_t> hit(batch.labels.size());
     for (std::size_t i = 0; i < hit.size(); ++i) {
       const float* row = logits.data() + 10 * i;

@@ -72,7 +72,7 @@ RunResult train(const Communicator& comm, Precision precision, std::uint64_t ste
   engine.prepare(model, optimizer, train);  // also model.set_precision(precision)
 
   RunResult result;
-  nn::Tensor grad;
+  Tensor grad;
   double window = 0.0;
   std::int64_t clean_steps = 0;  // steps since the scale last changed or overflowed
   const std::string name(to_string(precision));
@@ -114,7 +114,7 @@ RunResult train(const Communicator& comm, Precision precision, std::uint64_t ste
   model.train(false);
   std::size_t correct = 0, total = 0;
   for (data::Batch batch; test.next(batch);) {
-    const nn::Tensor logits = model.forward(batch.features);  // (batch, 10)
+    const Tensor logits = model.forward(batch.features);  // (batch, 10)
     std::vector<std::int32_t> hit(batch.labels.size());
     for (std::size_t i = 0; i < hit.size(); ++i) {
       const float* row = logits.data() + 10 * i;

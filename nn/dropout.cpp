@@ -53,7 +53,7 @@ void Dropout::forward_into(const Tensor& x, Tensor& y) {
 }
 
 void Dropout::backward_into(const Tensor& grad_out, Tensor& dx) {
-  if (!forwarded_ || grad_out.numel() != nn::numel(shape_)) {
+  if (!forwarded_ || grad_out.numel() != mpitrain::numel(shape_)) {
     throw std::invalid_argument("Dropout::backward: gradient " + to_string(grad_out.shape()) +
                                 " does not match the last input " + to_string(shape_));
   }

@@ -10,7 +10,7 @@
 #include <cstddef>
 
 #include "mpitrain/nn/rng.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::nn {
 

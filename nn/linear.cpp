@@ -75,7 +75,7 @@ void Linear::forward_into(const Tensor& x, Tensor& y) {
     throw std::invalid_argument("Linear::forward: input " + to_string(x.shape()) +
                                 " does not end in in_features=" + std::to_string(in_));
   }
-  const std::size_t rows = nn::numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  const std::size_t rows = mpitrain::numel(Shape(x.shape().begin(), x.shape().end() - 1));
   input_shape_ = x.shape();
   input_.resize({rows, in_});
   std::copy_n(x.data(), x.numel(), input_.data());

@@ -1,7 +1,7 @@
 #pragma once
 // LossResult: what a loss function returns.
 
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::nn {
 

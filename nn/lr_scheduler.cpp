@@ -120,8 +120,9 @@ StateDict LrScheduler::state_dict() const {
 void LrScheduler::load_state_dict(const StateDict& state) {
   const std::string who = "LrScheduler::load_state_dict: ";
   if (!state.tensors.empty()) {
-    throw std::invalid_argument(who + "unexpected tensor key '" + state.tensors.begin()->first +
-                                "' (shape " + to_string(state.tensors.begin()->second.shape()) +
+    const auto& [key, tensor] = *state.tensors.begin();
+    throw std::invalid_argument(who + "unexpected tensor key '" + key + "' (shape " +
+                                mpitrain::to_string(tensor.shape()) +
                                 "; a scheduler has only scalars)");
   }
   for (std::string_view key : kStateKeys) {

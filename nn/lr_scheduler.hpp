@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "mpitrain/nn/optimizer.hpp"
-#include "mpitrain/nn/state_dict.hpp"
+#include "mpitrain/tensor/state_dict.hpp"
 
 namespace mpitrain::nn {
 

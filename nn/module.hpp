@@ -23,7 +23,7 @@
 
 #include "mpitrain/nn/parameter.hpp"
 #include "mpitrain/nn/rng.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 #include "mpitrain/precision/precision_mode.hpp"
 
 namespace mpitrain::nn {

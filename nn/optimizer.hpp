@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "mpitrain/nn/parameter.hpp"
-#include "mpitrain/nn/state_dict.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/state_dict.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::nn {
 

@@ -23,4 +23,14 @@ void zero_grad(const std::vector<Parameter*>& params) noexcept {
   for (Parameter* p : params) p->grad.zero();
 }
 
+std::vector<NamedTensor> named_tensors(std::span<Parameter* const> params) {
+  std::vector<NamedTensor> out;
+  out.reserve(params.size());
+  for (const Parameter* p : params) {
+    if (p == nullptr) throw std::invalid_argument("named_tensors: null parameter");
+    out.push_back({p->name, &p->value});
+  }
+  return out;
+}
+
 }  // namespace mpitrain::nn

@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/named_tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::nn {
 
@@ -26,5 +27,10 @@ struct Parameter {
 
 // Sets every parameter's gradient to zero (in place, so rebound gradients stay views).
 void zero_grad(const std::vector<Parameter*>& params) noexcept;
+
+// Returns each parameter's value under its name, in order, as views for writers of weights
+// (checkpoint::save_model); the parameters must outlive the list. Throws
+// std::invalid_argument for a null parameter.
+std::vector<NamedTensor> named_tensors(std::span<Parameter* const> params);
 
 }  // namespace mpitrain::nn

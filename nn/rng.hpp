@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <span>
 
-#include "mpitrain/nn/state_dict.hpp"
+#include "mpitrain/tensor/state_dict.hpp"
 
 namespace mpitrain::nn {
 

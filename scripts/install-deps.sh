@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   python3 python3-numpy python3-h5py python3-matplotlib
+  universal-ctags
 )
 if [[ "${1:-}" == "--dev" ]]; then
   packages+=(python3-torch)

@@ -26,13 +26,13 @@ TEST(ModelFromConfig, DefaultMlpHasTorchNamesAndShapes) {
   ASSERT_NE(model.module, nullptr);
   ASSERT_NE(model.objective, nullptr);
   std::vector<std::string> names;
-  std::vector<nn::Shape> shapes;
+  std::vector<Shape> shapes;
   for (nn::Parameter* p : model.module->parameters()) {
     names.push_back(p->name);
     shapes.push_back(p->value.shape());
   }
   EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"}));
-  EXPECT_EQ(shapes, (std::vector<nn::Shape>{{256, 784}, {256}, {256, 256}, {256}, {10, 256}, {10}}));
+  EXPECT_EQ(shapes, (std::vector<Shape>{{256, 784}, {256}, {256, 256}, {256}, {10, 256}, {10}}));
 }
 
 TEST(ModelFromConfig, MlpKeysShapeTheModel) {
@@ -52,8 +52,8 @@ TEST(ModelFromConfig, SameSeedSameWeights) {
   const auto pb = b.module->parameters();
   ASSERT_EQ(pa.size(), pb.size());
   for (std::size_t i = 0; i < pa.size(); ++i) {
-    const nn::Tensor& x = pa[i]->value;
-    const nn::Tensor& y = pb[i]->value;
+    const Tensor& x = pa[i]->value;
+    const Tensor& y = pb[i]->value;
     ASSERT_EQ(x.numel(), y.numel());
     for (std::size_t k = 0; k < x.numel(); ++k) EXPECT_EQ(x.data()[k], y.data()[k]) << pa[i]->name;
   }
@@ -81,7 +81,7 @@ TEST(ModelFromConfig, MlpObjectiveIsCrossEntropyJudgedByAccuracy) {
   data::Batch batch;
   batch.labels = {2, 0};
   batch.real_count = 2;
-  nn::Tensor logits({2, 3});
+  Tensor logits({2, 3});
   const float values[] = {0.0f, 1.0f, 3.0f, 0.0f, 2.0f, 1.0f};
   std::copy(std::begin(values), std::end(values), logits.data());
   std::vector<float> rows;
@@ -89,7 +89,7 @@ TEST(ModelFromConfig, MlpObjectiveIsCrossEntropyJudgedByAccuracy) {
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[1], 1.0f);
   EXPECT_EQ(rows[3], 0.0f);
-  nn::Tensor grad;
+  Tensor grad;
   const float loss = model.objective->loss(logits, batch, grad);
   // The training loss is the mean of the per-example evaluation losses.
   EXPECT_NEAR(loss, (rows[0] + rows[2]) / 2.0f, 1e-6f);

@@ -13,7 +13,7 @@ namespace {
 
 // One parameter "w" of two values, for optimizers to hold.
 struct OneParameter {
-  nn::Parameter w{"w", nn::Tensor({2}), nn::Tensor({2})};
+  nn::Parameter w{"w", Tensor({2}), Tensor({2})};
   std::vector<nn::Parameter*> params() { return {&w}; }
 };
 

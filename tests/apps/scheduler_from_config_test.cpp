@@ -12,7 +12,7 @@ namespace {
 
 // An optimizer over one parameter, for schedulers to drive.
 struct OneOptimizer {
-  nn::Parameter w{"w", nn::Tensor({2}), nn::Tensor({2})};
+  nn::Parameter w{"w", Tensor({2}), Tensor({2})};
   nn::Sgd sgd{{&w}, nn::SgdOptions{.lr = 1.0}};
 };
 

@@ -33,7 +33,7 @@ using testing::SharedTempDir;
 class Counter : public Checkpointable {
  public:
   std::int64_t count = 0;
-  nn::Tensor table = nn::Tensor({0});
+  Tensor table = Tensor({0});
 
   void save(H5Group& group) const override {
     group.write_int64_attribute("count", count);
@@ -41,7 +41,7 @@ class Counter : public Checkpointable {
   }
   void load(const H5Group& group) override {
     const std::int64_t c = group.read_int64_attribute("count");
-    nn::Tensor t = group.read_tensor("table");
+    Tensor t = group.read_tensor("table");
     count = c;
     table = std::move(t);
   }

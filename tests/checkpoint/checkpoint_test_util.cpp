@@ -67,8 +67,8 @@ void on_rank0(const Communicator& comm, const std::function<void()>& f) {
   agree_on_success(comm, error, "test step on rank 0");
 }
 
-nn::Tensor closed_form_tensor(const nn::Shape& shape, float salt) {
-  nn::Tensor t(shape);
+Tensor closed_form_tensor(const Shape& shape, float salt) {
+  Tensor t(shape);
   for (std::size_t i = 0; i < t.numel(); ++i) t[i] = salt + static_cast<float>(i) / 8.0f;
   return t;
 }

@@ -12,7 +12,7 @@
 
 #include "mpitrain/checkpoint/checkpoint_state.hpp"
 #include "mpitrain/collectives/communicator.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::checkpoint::testing {
 
@@ -48,7 +48,7 @@ class SharedTempDir {
 void on_rank0(const Communicator& comm, const std::function<void()>& f);
 
 // Returns a tensor whose element i is salt + i / 8 (exact in fp32 for the sizes used).
-nn::Tensor closed_form_tensor(const nn::Shape& shape, float salt);
+Tensor closed_form_tensor(const Shape& shape, float salt);
 
 // Returns a full checkpoint state for `rank`: an MLP-like model and AdamW state ("0.weight",
 // "0.bias", "2.weight", "2.bias"), scheduler, scaler, engine and data counters, a config

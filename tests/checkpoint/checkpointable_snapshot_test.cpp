@@ -104,7 +104,7 @@ TEST(H5File, InMemoryFileIsNeverWritten) {
   H5File file = H5File::create_in_memory(name.string());
   H5Group root = file.root();
   root.write_tensor("t", closed_form_tensor({4}, 1.0f));
-  const nn::Tensor back = root.read_tensor("t");
+  const Tensor back = root.read_tensor("t");
   EXPECT_EQ(back[3], 1.0f + 3.0f / 8.0f);
   const FileDigest digest = file.close();
   EXPECT_EQ(digest.bytes, 0u);

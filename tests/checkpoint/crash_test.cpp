@@ -193,7 +193,7 @@ void kill_during_save_then_resume(const std::string& naming) {
     EXPECT_EQ(manager.next_iteration(), k);
   }
   EXPECT_EQ(loaded.state.replicated.at("engine").integers.at("step"), k - 1);
-  const nn::Tensor& w = loaded.state.replicated.at("model").tensors.at("0.weight");
+  const Tensor& w = loaded.state.replicated.at("model").tensors.at("0.weight");
   ASSERT_EQ(w.numel(), (std::size_t{32} << 20) / sizeof(float));
   for (const std::size_t i : {std::size_t{0}, std::size_t{12345}, w.numel() - 1}) {
     EXPECT_EQ(w[i], static_cast<float>(k - 1) + static_cast<float>(i % (1u << 20)) / 8.0f) << i;

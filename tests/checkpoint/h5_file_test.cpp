@@ -47,11 +47,11 @@ std::pair<bool, bool> layout_of(const std::filesystem::path& file, const char* o
 TEST(H5File, TensorsOfEveryShapeRoundTrip) {
   TempDir dir("h5");
   const auto path = dir.path() / "t.h5";
-  const nn::Tensor matrix = closed_form_tensor({37, 5}, 1.0f);
-  const nn::Tensor vector = closed_form_tensor({11}, 2.0f);
-  const nn::Tensor scalar = closed_form_tensor({}, 3.0f);
-  const nn::Tensor empty = closed_form_tensor({0, 4}, 0.0f);
-  const nn::Tensor cube = closed_form_tensor({3, 4, 5}, 4.0f);
+  const Tensor matrix = closed_form_tensor({37, 5}, 1.0f);
+  const Tensor vector = closed_form_tensor({11}, 2.0f);
+  const Tensor scalar = closed_form_tensor({}, 3.0f);
+  const Tensor empty = closed_form_tensor({0, 4}, 0.0f);
+  const Tensor cube = closed_form_tensor({3, 4, 5}, 4.0f);
   {
     H5File file = H5File::create(path);
     H5Group root = file.root();
@@ -66,8 +66,8 @@ TEST(H5File, TensorsOfEveryShapeRoundTrip) {
   }
   H5File file = H5File::open_read_only(path);
   const H5Group root = file.root();
-  const auto check = [&](const char* name, const nn::Tensor& expected) {
-    const nn::Tensor got = root.read_tensor(name);
+  const auto check = [&](const char* name, const Tensor& expected) {
+    const Tensor got = root.read_tensor(name);
     ASSERT_EQ(got.shape(), expected.shape()) << name;
     for (std::size_t i = 0; i < expected.numel(); ++i) ASSERT_EQ(got[i], expected[i]) << name;
   };
@@ -76,7 +76,7 @@ TEST(H5File, TensorsOfEveryShapeRoundTrip) {
   check("scalar", scalar);
   check("empty", empty);
   check("cube", cube);
-  EXPECT_EQ(root.tensor_shape("0.weight"), (nn::Shape{37, 5}));
+  EXPECT_EQ(root.tensor_shape("0.weight"), (Shape{37, 5}));
   EXPECT_EQ(root.child_names(), (std::vector<std::string>{"0.weight", "cube", "empty", "nested",
                                                           "scalar"}));
   EXPECT_EQ(root.child_kind("nested"), H5ChildKind::group);
@@ -84,7 +84,7 @@ TEST(H5File, TensorsOfEveryShapeRoundTrip) {
   EXPECT_TRUE(root.contains("nested/0.bias"));
   EXPECT_FALSE(root.contains("nested/0.weight"));
 
-  nn::Tensor into({37, 5});
+  Tensor into({37, 5});
   root.read_tensor_into("0.weight", into.span(), {37, 5});
   EXPECT_EQ(into[36 * 5 + 4], matrix[36 * 5 + 4]);
   EXPECT_THROW(root.read_tensor_into("0.weight", into.span(), {5, 37}), H5Error);
@@ -245,7 +245,7 @@ TEST(H5File, DirectChunkIoAndHdf5FilterPipelineAgree) {
   TempDir dir("h5");
   const auto path = dir.path() / "d.h5";
   // 37 rows of 5 in chunks of 3 rows: 13 chunks, the last one partial.
-  const nn::Tensor values = closed_form_tensor({37, 5}, 0.5f);
+  const Tensor values = closed_form_tensor({37, 5}, 0.5f);
   {
     H5File file = H5File::create(path);
     H5Group root = file.root();
@@ -270,7 +270,7 @@ TEST(H5File, DirectChunkIoAndHdf5FilterPipelineAgree) {
   // What HDF5's pipeline wrote, our direct reader reads and verifies.
   H5File file = H5File::open_read_only(path);
   for (const char* name : {"direct", "pipeline"}) {
-    const nn::Tensor got = file.root().read_tensor(name);
+    const Tensor got = file.root().read_tensor(name);
     for (std::size_t i = 0; i < got.numel(); ++i) ASSERT_EQ(got[i], values[i]) << name << i;
   }
 }
@@ -322,7 +322,7 @@ TEST(H5File, ImageBufferIsReusedWithoutLeakingTheLastFile) {
   TempDir dir("h5");
   H5ImageBuffer buffer;
   // A first file whose every data byte is 0xAB, then a smaller one in the same buffer.
-  nn::Tensor marked({256, 1024});
+  Tensor marked({256, 1024});
   std::memset(marked.data(), 0xAB, marked.numel() * sizeof(float));
   {
     H5File file = H5File::create(dir.path() / "first.h5", marked.numel() * sizeof(float), &buffer);

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     const std::int64_t first = manager.next_iteration();
     for (std::int64_t k = first; k < first + kMaxSaves; ++k) {
       mpitrain::checkpoint::CheckpointState state;
-      mpitrain::nn::Tensor weights({count});
+      mpitrain::Tensor weights({count});
       for (std::size_t i = 0; i < count; ++i) {
         weights[i] = static_cast<float>(k) + static_cast<float>(i % (1u << 20)) / 8.0f;
       }

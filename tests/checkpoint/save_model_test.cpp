@@ -14,6 +14,7 @@
 #include "checkpoint_test_util.hpp"
 #include "mpitrain/checkpoint/checkpoint_error.hpp"
 #include "mpitrain/checkpoint/safetensors.hpp"
+#include "mpitrain/nn/parameter.hpp"
 
 #ifndef MPITRAIN_CHECK_SAVED_MODEL_PY
 #error "CMake passes the path of check_saved_model.py"
@@ -29,11 +30,11 @@ using testing::TempDir;
 // The parameters of check_saved_model.py's EXPECTED: names, torch shapes and salts.
 std::vector<nn::Parameter> make_parameters(float offset) {
   std::vector<nn::Parameter> params;
-  const auto add = [&](const char* name, nn::Shape shape, float salt) {
+  const auto add = [&](const char* name, Shape shape, float salt) {
     nn::Parameter p;
     p.name = name;
     p.value = closed_form_tensor(shape, salt + offset);
-    p.grad = nn::Tensor(shape);
+    p.grad = Tensor(shape);
     params.push_back(std::move(p));
   };
   add("0.weight", {4, 3}, 1.0f);
@@ -44,10 +45,11 @@ std::vector<nn::Parameter> make_parameters(float offset) {
   return params;
 }
 
-std::vector<nn::Parameter*> pointers(std::vector<nn::Parameter>& params) {
-  std::vector<nn::Parameter*> out;
-  for (nn::Parameter& p : params) out.push_back(&p);
-  return out;
+// The parameters as save_model takes them: their values under their names.
+std::vector<NamedTensor> named(std::vector<nn::Parameter>& params) {
+  std::vector<nn::Parameter*> pointers;
+  for (nn::Parameter& p : params) pointers.push_back(&p);
+  return nn::named_tensors(pointers);
 }
 
 TEST(SaveModel, AFailedRenameNamesItsCauseAndLeavesNoTempFile) {
@@ -56,7 +58,7 @@ TEST(SaveModel, AFailedRenameNamesItsCauseAndLeavesNoTempFile) {
   // A non-empty folder where model.h5 goes: rename(2) of the written file onto it fails.
   fs::create_directories(dir.path() / "model.h5" / "in_the_way");
   try {
-    save_model(dir.path(), pointers(params), ModelFormat::hdf5);
+    save_model(dir.path(), named(params), ModelFormat::hdf5);
     ADD_FAILURE() << "renaming onto a folder must fail";
   } catch (const CheckpointError& e) {
     const std::string msg = e.what();
@@ -77,8 +79,8 @@ TEST(SaveModel, PythonReadsBothFormatsWithTorchNamesAndShapes) {
   std::vector<nn::Parameter> stale = make_parameters(100.0f);
   std::vector<nn::Parameter> params = make_parameters(0.0f);
   for (const ModelFormat format : {ModelFormat::hdf5, ModelFormat::safetensors}) {
-    save_model(dir.path(), pointers(stale), format);
-    const fs::path written = save_model(dir.path(), pointers(params), format);
+    save_model(dir.path(), named(stale), format);
+    const fs::path written = save_model(dir.path(), named(params), format);
     EXPECT_EQ(written, dir.path() / (format == ModelFormat::hdf5 ? "model.h5" : "model.safetensors"));
   }
   std::vector<std::string> names;
@@ -95,7 +97,7 @@ TEST(SaveModel, PythonReadsBothFormatsWithTorchNamesAndShapes) {
   const SafetensorsContents back = read_safetensors(dir.path() / "model.safetensors");
   ASSERT_EQ(back.tensors.size(), params.size());
   for (const nn::Parameter& p : params) {
-    const nn::Tensor& t = back.tensors.at(p.name);
+    const Tensor& t = back.tensors.at(p.name);
     ASSERT_EQ(t.shape(), p.value.shape()) << p.name;
     for (std::size_t i = 0; i < t.numel(); ++i) EXPECT_EQ(t[i], p.value[i]) << p.name;
   }
@@ -104,7 +106,7 @@ TEST(SaveModel, PythonReadsBothFormatsWithTorchNamesAndShapes) {
 TEST(SaveModel, SafetensorsHeaderFollowsTheSpecification) {
   TempDir dir("st");
   std::vector<nn::Parameter> params = make_parameters(0.0f);
-  const fs::path file = save_model(dir.path(), pointers(params), ModelFormat::safetensors);
+  const fs::path file = save_model(dir.path(), named(params), ModelFormat::safetensors);
   const std::string blob = testing::read_file(file);
   std::uint64_t n = 0;
   std::memcpy(&n, blob.data(), 8);
@@ -154,7 +156,9 @@ TEST(SaveModel, RefusesDuplicateNamesAndUnknownFormats) {
   TempDir dir("dup");
   std::vector<nn::Parameter> params = make_parameters(0.0f);
   params[1].name = params[0].name;
-  EXPECT_THROW(save_model(dir.path(), pointers(params), ModelFormat::hdf5), std::invalid_argument);
+  EXPECT_THROW(save_model(dir.path(), named(params), ModelFormat::hdf5), std::invalid_argument);
+  const std::vector<NamedTensor> with_null{{"0.weight", nullptr}};
+  EXPECT_THROW(save_model(dir.path(), with_null, ModelFormat::hdf5), std::invalid_argument);
   EXPECT_THROW((void)parse_model_format("pickle"), std::invalid_argument);
   EXPECT_EQ(parse_model_format("safetensors"), ModelFormat::safetensors);
   EXPECT_EQ(to_string(ModelFormat::hdf5), "hdf5");

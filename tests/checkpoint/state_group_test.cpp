@@ -1,5 +1,5 @@
 // StateGroup: the mapping of keys to datasets and attributes (nested keys, dotted names),
-// conversion from and to nn::StateDict, and structure checks with readable messages.
+// conversion from and to StateDict, and structure checks with readable messages.
 
 #include "mpitrain/checkpoint/state_group.hpp"
 
@@ -54,7 +54,7 @@ TEST(StateGroup, WriteReadRoundTripWithNestedAndDottedKeys) {
   const StateGroup read = read_state_group(file.root().open_group("optimizer"));
   ASSERT_EQ(read.tensors.size(), written.tensors.size());
   for (const auto& [key, tensor] : written.tensors) {
-    const nn::Tensor& got = read.tensors.at(key);
+    const Tensor& got = read.tensors.at(key);
     ASSERT_EQ(got.shape(), tensor.shape()) << key;
     for (std::size_t i = 0; i < tensor.numel(); ++i) EXPECT_EQ(got[i], tensor[i]) << key;
   }
@@ -66,14 +66,14 @@ TEST(StateGroup, WriteReadRoundTripWithNestedAndDottedKeys) {
 
 TEST(StateGroup, ViewsAreWrittenWithoutCopyingAndStateDictsConvert) {
   std::vector<float> live = {1.5f, -2.0f, 3.25f, 4.0f};
-  nn::StateDict dict;
-  dict.tensors["w"] = nn::Tensor::view(live, {2, 2});
+  StateDict dict;
+  dict.tensors["w"] = Tensor::view(live, {2, 2});
   dict.scalars["lr"] = 0.1;
   StateGroup g = StateGroup::from_state_dict(std::move(dict));
   EXPECT_TRUE(g.tensors.at("w").is_view());
   EXPECT_EQ(g.tensors.at("w").data(), live.data());
   g.integers["step"] = 5;
-  nn::StateDict back = std::move(g).to_state_dict();
+  StateDict back = std::move(g).to_state_dict();
   EXPECT_EQ(back.scalars.at("step"), 5.0);
   EXPECT_EQ(back.scalars.at("lr"), 0.1);
 
@@ -101,9 +101,9 @@ TEST(StateGroup, StructureCheckNamesKeysAndBothShapes) {
     EXPECT_NE(msg.find("unexpected scalar 'momentum'"), std::string::npos) << msg;
   }
 
-  nn::StateDict live;
+  StateDict live;
   live.tensors["0.weight"] = closed_form_tensor({4, 3}, 0.0f);
-  nn::StateDict from_file;
+  StateDict from_file;
   from_file.tensors["0.weight"] = closed_form_tensor({4, 2}, 0.0f);
   try {
     check_same_structure(from_file, live, "model");

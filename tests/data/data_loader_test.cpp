@@ -18,7 +18,7 @@ class IndexDataset final : public Dataset {
  public:
   explicit IndexDataset(std::size_t n) : n_(n) {}
   std::size_t size() const noexcept override { return n_; }
-  const nn::Shape& feature_shape() const noexcept override { return shape_; }
+  const Shape& feature_shape() const noexcept override { return shape_; }
   std::optional<std::size_t> num_classes() const noexcept override { return 5; }
   std::string describe() const override { return "index dataset"; }
 
@@ -34,7 +34,7 @@ class IndexDataset final : public Dataset {
 
  private:
   std::size_t n_;
-  nn::Shape shape_{3};
+  Shape shape_{3};
 };
 
 struct Seen {
@@ -50,7 +50,7 @@ std::vector<Seen> drain(DataLoader& loader) {
   Batch batch;
   while (loader.next(batch)) {
     const std::size_t rows = batch.indices.size();
-    EXPECT_EQ(batch.features.shape(), nn::Shape({rows, 3}));
+    EXPECT_EQ(batch.features.shape(), Shape({rows, 3}));
     EXPECT_EQ(batch.labels.size(), rows);
     for (std::size_t r = 0; r < rows; ++r) {
       EXPECT_EQ(batch.labels[r], static_cast<std::int32_t>(batch.indices[r] % 5));

@@ -104,7 +104,7 @@ class Hdf5DatasetTest : public ::testing::Test {
 TEST_F(Hdf5DatasetTest, ShapeAndClasses) {
   const Hdf5Dataset dataset(path_, names("x", "y"));
   EXPECT_EQ(dataset.size(), kN);
-  EXPECT_EQ(dataset.feature_shape(), nn::Shape({2, 3}));
+  EXPECT_EQ(dataset.feature_shape(), Shape({2, 3}));
   EXPECT_EQ(dataset.feature_size(), 6u);
   EXPECT_EQ(dataset.num_classes(), std::optional<std::size_t>(4));  // max label + 1
   Hdf5DatasetOptions o = names("x", "y32");
@@ -133,7 +133,7 @@ TEST_F(Hdf5DatasetTest, BatchReadsEqualWrittenValues) {
 
 TEST_F(Hdf5DatasetTest, Uint8FeaturesAreDividedBy255) {
   const Hdf5Dataset dataset(path_, names("x_u8", "y32"));
-  EXPECT_EQ(dataset.feature_shape(), nn::Shape({4}));
+  EXPECT_EQ(dataset.feature_shape(), Shape({4}));
   const std::vector<std::size_t> indices{9, 0, 4, 9};
   std::vector<float> out(indices.size() * 4);
   std::vector<std::int32_t> labels(indices.size());

@@ -101,7 +101,7 @@ TEST_P(IdxDatasetTest, ReadsKnownContents) {
   const IdxPaths paths = write(image_file(), label_file());
   const IdxDataset dataset(paths, 3);
   EXPECT_EQ(dataset.size(), 3u);
-  EXPECT_EQ(dataset.feature_shape(), nn::Shape({6}));
+  EXPECT_EQ(dataset.feature_shape(), Shape({6}));
   EXPECT_EQ(dataset.feature_size(), 6u);
   EXPECT_EQ(dataset.image_rows(), 2u);
   EXPECT_EQ(dataset.image_cols(), 3u);
@@ -241,7 +241,7 @@ TEST(FashionMnist, TrainAndTestFilesLoadWithKnownValues) {
   EXPECT_EQ(train->size(), 60000u);
   EXPECT_EQ(test->size(), 10000u);
   EXPECT_EQ(train->feature_size(), 784u);
-  EXPECT_EQ(test->feature_shape(), nn::Shape({784}));
+  EXPECT_EQ(test->feature_shape(), Shape({784}));
   EXPECT_EQ(train->num_classes(), std::optional<std::size_t>(10));
 
   // Values read with Python (gzip + numpy) from the same files.

@@ -64,7 +64,7 @@ TEST(SyntheticDataset, ShapeAndValidation) {
   o.num_classes = 2;
   const SyntheticDataset dataset(o);
   EXPECT_EQ(dataset.size(), 5u);
-  EXPECT_EQ(dataset.feature_shape(), nn::Shape({3}));
+  EXPECT_EQ(dataset.feature_shape(), Shape({3}));
   EXPECT_EQ(dataset.num_classes(), std::optional<std::size_t>(2));
   EXPECT_EQ(dataset.center(1).size(), 3u);
   EXPECT_THROW(dataset.center(2), std::out_of_range);

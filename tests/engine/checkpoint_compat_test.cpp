@@ -67,7 +67,7 @@ TEST_F(CheckpointCompatTest, TheCommittedCheckpointLoadsWithTheValuesItWasSavedW
   for (const nn::Parameter* p : run.engine->parameters()) {
     EXPECT_EQ(of(p->value.span()), want("model." + p->name)) << p->name;
   }
-  const nn::StateDict o = run.optimizer.state_dict();
+  const StateDict o = run.optimizer.state_dict();
   ASSERT_FALSE(o.tensors.empty());
   for (const auto& [k, t] : o.tensors) EXPECT_EQ(of(t.span()), want("optimizer.tensor." + k)) << k;
   for (const auto& [k, v] : o.scalars) EXPECT_EQ(std::vector<double>{v}, want("optimizer.scalar." + k)) << k;

@@ -76,7 +76,7 @@ struct FixtureRun {
   // Runs `steps` optimizer steps (skipped ones included), clipping at norm 1.
   void train(int steps) {
     data::Batch batch;
-    nn::Tensor grad;
+    Tensor grad;
     for (int s = 0; s < steps;) {
       if (!engine->next_batch(batch)) continue;
       nn::cross_entropy(model.forward(batch.features), batch.labels, grad);

@@ -49,7 +49,7 @@ std::string replicated_lines(const testing::FixtureRun& run) {
   out += line("loader.epoch", {static_cast<double>(run.loader->epoch())});
   out += line("loader.position", {static_cast<double>(run.loader->position())});
   for (const nn::Parameter* p : run.engine->parameters()) out += line("model." + p->name, of(p->value.span()));
-  const nn::StateDict o = run.optimizer.state_dict();
+  const StateDict o = run.optimizer.state_dict();
   for (const auto& [k, t] : o.tensors) out += line("optimizer.tensor." + k, of(t.span()));
   for (const auto& [k, v] : o.scalars) out += line("optimizer.scalar." + k, {v});
   for (const auto& [k, v] : run.scheduler.state_dict().scalars) out += line("scheduler." + k, {v});

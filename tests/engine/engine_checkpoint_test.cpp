@@ -91,7 +91,7 @@ struct TrainingRun {
   // Runs `steps` optimizer steps.
   void train(int steps) {
     data::Batch batch;
-    nn::Tensor grad;
+    Tensor grad;
     for (int s = 0; s < steps;) {
       if (!engine->next_batch(batch)) continue;
       nn::cross_entropy(model.forward(batch.features), batch.labels, grad);
@@ -108,7 +108,7 @@ struct TrainingRun {
   std::vector<double> fingerprint() const {
     std::vector<double> out;
     for (const nn::Parameter* p : engine->parameters()) out.insert(out.end(), p->value.data(), p->value.data() + p->value.numel());
-    const nn::StateDict o = optimizer->state_dict();
+    const StateDict o = optimizer->state_dict();
     for (const auto& [k, t] : o.tensors) out.insert(out.end(), t.data(), t.data() + t.numel());
     for (const auto& [k, v] : o.scalars) out.push_back(v);
     for (const auto& [k, v] : scheduler->state_dict().scalars) out.push_back(v);
@@ -284,7 +284,7 @@ TEST_F(EngineCheckpointTest, SavingInsideAnAccumulationWindowIsRefused) {
   SharedTempDir dir(comm_, "engine_window");
   TrainingRun run(comm_, dir.path(), {8});
   data::Batch batch;
-  nn::Tensor grad;
+  Tensor grad;
   ASSERT_TRUE(run.engine->next_batch(batch));
   nn::cross_entropy(run.model.forward(batch.features), batch.labels, grad);
   run.engine->backward(grad);  // synchronised, step() not yet called

@@ -94,7 +94,7 @@ void train_reference(nn::Sequential& model, nn::Optimizer& opt, std::shared_ptr<
   data::Batch b;
   for (std::size_t s = 0; s < steps; ++s) {
     ASSERT_TRUE(loader.next(b)) << "reference ran out of data at step " << s;
-    nn::Tensor logits = model.forward(b.features);
+    Tensor logits = model.forward(b.features);
     nn::LossResult loss = nn::cross_entropy(logits, b.labels);
     model.backward(loss.grad);
     opt.step();
@@ -151,7 +151,7 @@ TEST_P(EngineEquivalence, RanksTimesBatchEqualsOneProcessWithTheGlobalBatch) {
   std::size_t updates = 0;
   while (engine.next_batch(b)) {
     auto micro = engine.accumulate();
-    nn::Tensor logits = model.forward(b.features);
+    Tensor logits = model.forward(b.features);
     engine.backward(nn::cross_entropy(logits, b.labels).grad);
     updates += engine.step() ? 1 : 0;
     engine.zero_grad();
@@ -193,7 +193,7 @@ TEST_F(EngineTest, ParametersAreBitIdenticalOnEveryRankAfterEveryStep) {
   EXPECT_TRUE(identical_on_all_ranks(comm_, flatten(model.parameters())));  // after broadcast
   data::Batch b;
   while (engine.next_batch(b)) {
-    nn::Tensor logits = model.forward(b.features);
+    Tensor logits = model.forward(b.features);
     engine.backward(nn::cross_entropy(logits, b.labels).grad);
     engine.clip_grad_norm(0.5);
     ASSERT_TRUE(engine.step());
@@ -229,7 +229,7 @@ TEST_F(EngineTest, OverlapOnAndOffGiveBitIdenticalParameters) {
     engine.prepare(model, opt, loader);
     data::Batch b;
     while (engine.next_batch(b)) {
-      nn::Tensor logits = model.forward(b.features);
+      Tensor logits = model.forward(b.features);
       engine.backward(nn::cross_entropy(logits, b.labels).grad);
       // Overlap on: every bucket was launched from the grad-ready hook while backward ran;
       // off: none was, all went after backward. One rank has nothing to communicate.
@@ -266,7 +266,7 @@ TEST_F(EngineTest, NonSynchronisingMicroStepsCommunicateNothing) {
     auto guard = engine.accumulate();
     const bool sync = engine.sync_gradients();
     EXPECT_EQ(sync, micro % k == k - 1) << "micro-step " << micro;
-    nn::Tensor logits = model.forward(b.features);
+    Tensor logits = model.forward(b.features);
     engine.backward(nn::cross_entropy(logits, b.labels).grad);
     engine.clip_grad_norm(1.0);
     EXPECT_EQ(engine.step(), sync);
@@ -290,7 +290,7 @@ TEST_F(EngineTest, NoSyncGuardSuppressesSynchronisation) {
   const auto before = comm_.collectives_issued();
   {
     auto quiet = engine.no_sync();
-    nn::Tensor logits = model.forward(b.features);
+    Tensor logits = model.forward(b.features);
     engine.backward(nn::cross_entropy(logits, b.labels).grad);
     EXPECT_FALSE(engine.sync_gradients());
     EXPECT_FALSE(engine.step());
@@ -298,7 +298,7 @@ TEST_F(EngineTest, NoSyncGuardSuppressesSynchronisation) {
   }
   EXPECT_EQ(comm_.collectives_issued(), before);
   ASSERT_TRUE(engine.next_batch(b));
-  nn::Tensor logits = model.forward(b.features);
+  Tensor logits = model.forward(b.features);
   engine.backward(nn::cross_entropy(logits, b.labels).grad);
   EXPECT_TRUE(engine.sync_gradients());
   EXPECT_TRUE(engine.step());
@@ -334,7 +334,7 @@ TEST_F(EngineTest, TheLoadersLastBatchEndsTheAccumulationWindow) {
     data::Batch b;
     for (int epoch = 0; epoch < 2; ++epoch) {
       while (engine.next_batch(b)) {
-        nn::Tensor logits = model.forward(b.features);
+        Tensor logits = model.forward(b.features);
         engine.backward(nn::cross_entropy(logits, b.labels).grad);
         syncs.push_back(engine.sync_gradients());
         engine.step();
@@ -362,7 +362,7 @@ TEST_F(EngineTest, ClipGradNormEqualsTheSingleProcessNormOfTheFullBatch) {
     engine.prepare(model, opt, loader);
     data::Batch b;
     ASSERT_TRUE(engine.next_batch(b));
-    nn::Tensor logits = model.forward(b.features);
+    Tensor logits = model.forward(b.features);
     engine.backward(nn::cross_entropy(logits, b.labels).grad);
     const double norm = engine.clip_grad_norm(1e-3, norm_type);
     const std::vector<float> clipped = flatten_grads(model.parameters());
@@ -431,7 +431,7 @@ TEST_F(EngineTest, GatherForMetricsCountsEveryExampleOnceAndMatchesOneProcess) {
     bool more = true;
     for (std::size_t i = 0; i < eval.sharding().max_num_batches(); ++i) {
       more = more && eval.next(b);
-      nn::Tensor logits({0, kClasses});
+      Tensor logits({0, kClasses});
       if (more) {
         logits = model.forward(b.features);
       } else {
@@ -445,7 +445,7 @@ TEST_F(EngineTest, GatherForMetricsCountsEveryExampleOnceAndMatchesOneProcess) {
       }
       const auto preds = engine.gather_for_metrics(std::span<const std::int32_t>(predictions), b.real_count);
       const auto labels = engine.gather_for_metrics(std::span<const std::int32_t>(b.labels), b.real_count);
-      nn::Tensor all_logits = engine.gather_for_metrics(logits, b.real_count);
+      Tensor all_logits = engine.gather_for_metrics(logits, b.real_count);
       ASSERT_EQ(preds.size(), labels.size());
       ASSERT_EQ(all_logits.dim(0), preds.size());
       counted += preds.size();
@@ -459,7 +459,7 @@ TEST_F(EngineTest, GatherForMetricsCountsEveryExampleOnceAndMatchesOneProcess) {
     ro.shuffle = false;
     data::DataLoader whole(ds, ro);
     ASSERT_TRUE(whole.next(b));
-    nn::Tensor logits = model.forward(b.features);
+    Tensor logits = model.forward(b.features);
     for (std::size_t row = 0; row < size; ++row) {
       const float* l = logits.data() + row * kClasses;
       ref_correct += (std::max_element(l, l + kClasses) - l) == b.labels[row] ? 1 : 0;
@@ -588,7 +588,7 @@ TEST_F(EngineTest, TrainingLoadersThatDifferAcrossRanksAreReportedOnEveryRank) {
   ASSERT_NO_THROW(engine.prepare(model, opt, loader));
   std::size_t steps = 0;
   for (data::Batch b; engine.next_batch(b); ++steps) {
-    nn::Tensor logits = model.forward(b.features);
+    Tensor logits = model.forward(b.features);
     engine.backward(nn::cross_entropy(logits, b.labels).grad);
     engine.step();
     engine.zero_grad();
@@ -679,7 +679,7 @@ TEST_F(EngineTest, InvalidArgumentsOnOneRankAreReportedOnEveryRank) {
     nn::Sequential model = mlp();
     nn::Parameter extra;
     extra.name = "extra";
-    extra.value = nn::Tensor({3});
+    extra.value = Tensor({3});
     std::vector<nn::Parameter*> opt_params = model.parameters();
     if (bad) opt_params.push_back(&extra);
     nn::Sgd opt(opt_params, sgd_options());
@@ -1043,28 +1043,28 @@ TEST_F(EngineTest, GatherPadAndReduceAcrossRanks) {
   for (int q = 0; q < comm_.size(); ++q) expected.insert(expected.end(), static_cast<std::size_t>(q + 1), q);
   EXPECT_EQ(all, expected);
 
-  nn::Tensor t({static_cast<std::size_t>(r + 1), 2});
+  Tensor t({static_cast<std::size_t>(r + 1), 2});
   t.fill(static_cast<float>(r));
-  const nn::Tensor gathered = engine.gather(t);
-  EXPECT_EQ(gathered.shape(), (nn::Shape{expected.size(), 2}));
+  const Tensor gathered = engine.gather(t);
+  EXPECT_EQ(gathered.shape(), (Shape{expected.size(), 2}));
   EXPECT_EQ(gathered[gathered.numel() - 1], static_cast<float>(comm_.size() - 1));
 
-  const nn::Tensor padded = engine.pad_across_processes(t, -1.0f);
-  EXPECT_EQ(padded.shape(), (nn::Shape{n(), 2}));
+  const Tensor padded = engine.pad_across_processes(t, -1.0f);
+  EXPECT_EQ(padded.shape(), (Shape{n(), 2}));
   EXPECT_EQ(padded[0], static_cast<float>(r));
   EXPECT_EQ(padded[padded.numel() - 1], r + 1 == comm_.size() ? static_cast<float>(r) : -1.0f);
-  const nn::Tensor front = engine.pad_across_processes(t, -1.0f, true);
+  const Tensor front = engine.pad_across_processes(t, -1.0f, true);
   EXPECT_EQ(front[0], r + 1 == comm_.size() ? static_cast<float>(r) : -1.0f);
   EXPECT_EQ(front[front.numel() - 1], static_cast<float>(r));
 
-  nn::Tensor one({3});
+  Tensor one({3});
   one.fill(static_cast<float>(r + 1));
   const float nf = static_cast<float>(n());
   EXPECT_EQ(engine.reduce(one)[2], nf * (nf + 1.0f) / 2.0f);
   EXPECT_EQ(engine.reduce(one, ReduceOp::avg)[0], (nf + 1.0f) / 2.0f);
   EXPECT_EQ(engine.reduce(2.0), 2.0 * n());
 
-  nn::Tensor odd({1, static_cast<std::size_t>(r == 0 ? 3 : 2)});
+  Tensor odd({1, static_cast<std::size_t>(r == 0 ? 3 : 2)});
   if (n() > 1) {
     EXPECT_THROW(engine.gather(odd), std::invalid_argument);
   }
@@ -1110,9 +1110,9 @@ TEST_F(EngineTest, PrepareGivesEveryRankItsOwnDropoutMasks) {
   Engine engine(EngineConfig{}, comm_);
   engine.prepare(model, opt);
   EXPECT_TRUE(identical_on_all_ranks(comm_, flatten(model.parameters())));
-  nn::Tensor x({64, kFeatures});
+  Tensor x({64, kFeatures});
   x.fill(1.0f);
-  const nn::Tensor y = model.forward(x);
+  const Tensor y = model.forward(x);
   std::vector<float> out(y.data(), y.data() + y.numel());
   if (comm_.size() > 1) {
     EXPECT_FALSE(identical_on_all_ranks(comm_, out));
@@ -1127,12 +1127,12 @@ TEST_F(EngineTest, PrepareGivesEveryRankItsOwnDropoutMasks) {
 // the same seed gives the same masks again, and they equal those of an engine prepared with
 // that seed from the start.
 TEST_F(EngineTest, SetSeedAfterPrepareReseedsTheDropoutStreams) {
-  nn::Tensor x({64, kFeatures});
+  Tensor x({64, kFeatures});
   x.fill(1.0f);
   // Returns the output of a forward pass, whose values depend on the dropout masks (the
   // weights are the same on every rank and in every model here).
   auto forward = [&](nn::Sequential& model) {
-    const nn::Tensor y = model.forward(x);
+    const Tensor y = model.forward(x);
     return std::vector<float>(y.data(), y.data() + y.numel());
   };
   auto dropout_mlp = [] {

@@ -23,7 +23,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-bool same_state(const nn::StateDict& a, const nn::StateDict& b) {
+bool same_state(const StateDict& a, const StateDict& b) {
   if (a.scalars != b.scalars || a.tensors.size() != b.tensors.size()) return false;
   for (const auto& [key, t] : a.tensors) {
     const auto it = b.tensors.find(key);

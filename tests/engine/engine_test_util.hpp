@@ -6,7 +6,7 @@
 
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/nn/parameter.hpp"
-#include "mpitrain/nn/state_dict.hpp"
+#include "mpitrain/tensor/state_dict.hpp"
 
 namespace mpitrain::testing {
 
@@ -18,7 +18,7 @@ std::vector<float> flatten_grads(const std::vector<nn::Parameter*>& params);
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
 // Returns true when both state dicts hold the same keys, the same scalars and bit-identical
 // tensors.
-bool same_state(const nn::StateDict& a, const nn::StateDict& b);
+bool same_state(const StateDict& a, const StateDict& b);
 // Returns max |a - b| / max |b| per parameter tensor, the worst over tensors.
 double worst_relative_error(const std::vector<nn::Parameter*>& a, const std::vector<nn::Parameter*>& b);
 // Returns true when every rank holds the same bits as rank 0. Collective.

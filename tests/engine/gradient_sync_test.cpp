@@ -28,8 +28,8 @@ std::vector<std::unique_ptr<nn::Parameter>> make_params(const std::vector<std::s
   for (std::size_t k = 0; k < numels.size(); ++k) {
     auto p = std::make_unique<nn::Parameter>();
     p->name = std::string("p").append(std::to_string(k));
-    p->value = nn::Tensor({numels[k]});
-    p->grad = nn::Tensor({numels[k]});
+    p->value = Tensor({numels[k]});
+    p->grad = Tensor({numels[k]});
     params.push_back(std::move(p));
   }
   return params;
@@ -352,7 +352,7 @@ TEST_F(GradientSyncTest, ReplacedGradientTensorsAreMovedBackIn) {
   const int r = comm_.rank();
   auto params = make_params({8});
   GradientSync sync(synced(params), stream_, {});
-  params[0]->grad = nn::Tensor({8});  // someone replaced the view by an owning tensor
+  params[0]->grad = Tensor({8});  // someone replaced the view by an owning tensor
   for (std::size_t i = 0; i < 8; ++i) params[0]->grad[i] = grad_value(r, 0, i);
   sync.begin_sync();
   sync.mark_ready(*params[0]);

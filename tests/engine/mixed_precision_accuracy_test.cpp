@@ -59,10 +59,10 @@ double accuracy(Engine& engine, nn::Sequential& model, const data::Dataset& test
     const std::size_t rows = std::min(kEvalBatch, end - at);
     std::vector<std::size_t> idx(rows);
     for (std::size_t i = 0; i < rows; ++i) idx[i] = at + i;
-    nn::Tensor x({rows, test.feature_size()});
+    Tensor x({rows, test.feature_size()});
     std::vector<std::int32_t> y(rows);
     test.get_batch(idx, x.span(), y);
-    const nn::Tensor logits = model.forward(x);
+    const Tensor logits = model.forward(x);
     for (std::size_t i = 0; i < rows; ++i) {
       std::size_t best = 0;
       for (std::size_t c = 1; c < kClasses; ++c) {
@@ -91,11 +91,11 @@ RunResult train(const Communicator& comm, Precision precision,
 
   engine.wait_for_everyone();
   const auto t0 = std::chrono::steady_clock::now();
-  nn::Tensor grad;
+  Tensor grad;
   data::Batch batch;
   for (std::size_t epoch = 0; epoch < kEpochs; ++epoch) {
     while (engine.next_batch(batch)) {
-      const nn::Tensor logits = model.forward(batch.features);
+      const Tensor logits = model.forward(batch.features);
       nn::cross_entropy(logits, batch.labels, grad);
       engine.backward(grad);
       engine.step();

@@ -133,7 +133,7 @@ TEST_P(SkippedStep, OneRanksOverflowSkipsTheStepEverywhereAndChangesNothing) {
   ASSERT_EQ(engine.loss_scaler() != nullptr, fp16) << "bf16 and fp32 need no loss scaler";
 
   data::Batch b;
-  nn::Tensor grad;
+  Tensor grad;
   for (std::size_t s = 0; s < kSteps; ++s) {
     ASSERT_TRUE(engine.next_batch(b));
     nn::cross_entropy(model.forward(b.features), b.labels, grad);
@@ -149,7 +149,7 @@ TEST_P(SkippedStep, OneRanksOverflowSkipsTheStepEverywhereAndChangesNothing) {
     engine.backward(grad);
 
     const std::vector<float> params_before = flatten(model.parameters());
-    const nn::StateDict opt_before = opt.state_dict();
+    const StateDict opt_before = opt.state_dict();
     const std::int64_t scheduler_before = scheduler.last_step();
     const double lr_before = opt.lr();
     const float scale_before = engine.loss_scale();
@@ -189,7 +189,7 @@ TEST_P(SkippedStep, OneRanksOverflowSkipsTheStepEverywhereAndChangesNothing) {
   EXPECT_EQ(engine.state().skipped_steps, 1u);
   EXPECT_TRUE(agreed(static_cast<std::int64_t>(engine.state().skipped_steps)));
   EXPECT_EQ(scheduler.last_step(), static_cast<std::int64_t>(kSteps - 1));
-  const nn::StateDict final_state = opt.state_dict();
+  const StateDict final_state = opt.state_dict();
   EXPECT_EQ(final_state.scalars.at("0.weight/step"), static_cast<double>(kSteps - 1))
       << "the optimizer's step count does not advance on a skipped step";
   EXPECT_TRUE(identical_on_all_ranks(comm_, flatten(model.parameters())));
@@ -222,7 +222,7 @@ TEST_P(NanPolicyError, OneRanksInfStopsEveryRankNamingTheStepAndParameter) {
   Engine engine(config, comm_);
   engine.prepare(model, opt, loader);
   data::Batch b;
-  nn::Tensor grad;
+  Tensor grad;
   for (std::size_t s = 0; s < kBadStep; ++s) {
     ASSERT_TRUE(engine.next_batch(b));
     nn::cross_entropy(model.forward(b.features), b.labels, grad);
@@ -430,7 +430,7 @@ ClippedRun train_clipped(const Communicator& comm, nn::Sequential& model, std::s
   EXPECT_EQ(engine.loss_scale(), 1024.0f);
   ClippedRun run;
   data::Batch b;
-  nn::Tensor grad;
+  Tensor grad;
   while (engine.next_batch(b)) {
     auto micro = engine.accumulate();
     nn::cross_entropy(model.forward(b.features), b.labels, grad);
@@ -515,7 +515,7 @@ void train_with_wire(const Communicator& comm, nn::Sequential& model, DType wire
   Engine engine(config, comm);
   engine.prepare(model, opt, loader);
   data::Batch b;
-  nn::Tensor grad;
+  Tensor grad;
   while (engine.next_batch(b)) {
     nn::cross_entropy(model.forward(b.features), b.labels, grad);
     engine.backward(grad);
@@ -580,10 +580,10 @@ TEST_F(MixedPrecisionTest, Fp16OnTheWireDividesBeforeSummingSoLargeWorldsDoNotOv
   Engine engine(config, comm_);
   engine.prepare(layer, opt);
   EXPECT_EQ(engine.loss_gradient_scale(), 1.0f / static_cast<float>(n()));
-  nn::Tensor x({1, 1});
+  Tensor x({1, 1});
   x[0] = 1.0f;
   layer.forward(x);
-  nn::Tensor g({1, 1});
+  Tensor g({1, 1});
   g[0] = kGradient;
   engine.backward(g);  // dW = g * x * (1 / n) on each rank, summed over the ranks
   EXPECT_EQ(layer.weight().grad[0], kGradient);

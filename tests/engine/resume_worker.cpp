@@ -126,11 +126,11 @@ int main(int argc, char** argv) {
     double loss_sum = 0.0;
     int micro = 0;
     data::Batch batch;
-    nn::Tensor grad;
+    Tensor grad;
     while (static_cast<std::int64_t>(engine.step_count()) < steps) {
       if (!engine.next_batch(batch)) continue;  // next epoch
       auto micro_step = engine.accumulate();
-      const nn::Tensor logits = model.forward(batch.features);
+      const Tensor logits = model.forward(batch.features);
       loss_sum += nn::cross_entropy(logits, batch.labels, grad);
       ++micro;
       engine.backward(grad);

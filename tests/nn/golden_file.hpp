@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::nn::testing {
 

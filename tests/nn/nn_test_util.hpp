@@ -6,7 +6,7 @@
 
 #include "mpitrain/nn/module.hpp"
 #include "mpitrain/nn/rng.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::nn::testing {
 

@@ -14,8 +14,8 @@
 #include "mpitrain/nn/lr_scheduler.hpp"
 #include "mpitrain/nn/optimizer.hpp"
 #include "mpitrain/nn/parameter.hpp"
-#include "mpitrain/nn/state_dict.hpp"
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/state_dict.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 namespace mpitrain::nn::testing {
 

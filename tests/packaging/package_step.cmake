@@ -1,7 +1,13 @@
 # One step of the packaging test, run as `cmake -DSTEP=<step> ... -P package_step.cmake`:
 #   STEP=install       installs BUILD_DIR into a fresh PREFIX and checks what it holds: the
-#                      headers under include/mpitrain/<module>/, libmpitrain.so with its
-#                      versioned SONAME, the TOOLS in bin/, the CMake package, mpitrain.pc
+#                      headers under include/mpitrain/<module>/ and no path with a detail/
+#                      folder (implementation-only headers are not installed), the umbrella
+#                      header, libmpitrain.so with its versioned SONAME, the TOOLS in bin/,
+#                      the CMake package, mpitrain.pc
+#   STEP=headers       compiles each installed header of PREFIX on its own (one translation
+#                      unit that includes only it, with CXX and the pkg-config flags), then
+#                      the umbrella header, and checks that the umbrella includes exactly the
+#                      installed headers; a header that forgets an include fails
 #   STEP=find_package  configures and builds the outside project CONSUMER_DIR against PREFIX
 #                      with find_package(mpitrain CONFIG), building SOURCE into WORK_DIR
 #   STEP=pkg_config    compiles SOURCE with CXX and `pkg-config --cflags --libs mpitrain`
@@ -39,6 +45,14 @@ if(STEP STREQUAL "install")
     endif()
   endforeach()
   expect_file("${PREFIX}/${INCLUDEDIR}/mpitrain/engine/engine.hpp")
+  expect_file("${PREFIX}/${INCLUDEDIR}/mpitrain/mpitrain.hpp")
+  file(GLOB_RECURSE installed LIST_DIRECTORIES true "${PREFIX}/*")
+  list(FILTER installed INCLUDE REGEX "/detail(/|$)")
+  if(installed)
+    list(JOIN installed "\n  " listing)
+    message(FATAL_ERROR "packaging (install): implementation-only detail/ paths were "
+                        "installed:\n  ${listing}")
+  endif()
 
   # libmpitrain.so -> libmpitrain.so.<major> -> libmpitrain.so.<version>; SONAME .so.<major>
   set(lib "${PREFIX}/${LIBDIR}/libmpitrain.so")
@@ -92,6 +106,56 @@ elseif(STEP STREQUAL "pkg_config")
   # The rpath is the user's choice (or LD_LIBRARY_PATH); this test picks the rpath.
   run("compiling with the pkg-config flags" ${CXX} -O2 -Wall -Wextra -Wpedantic -Werror
       "${SOURCE}" -o "${WORK_DIR}/consumer_pkg_config" ${flag_list} "-Wl,-rpath,${libdir}")
+
+elseif(STEP STREQUAL "headers")
+  set(ENV{PKG_CONFIG_PATH} "${PREFIX}/${LIBDIR}/pkgconfig")
+  run("pkg-config" pkg-config --cflags mpitrain)
+  separate_arguments(pc_flags UNIX_COMMAND "${run_output}")
+  set(include_root "${PREFIX}/${INCLUDEDIR}")
+  # Other packages' folders (Open MPI's) as system headers, as find_package users get them:
+  # the check is about mpitrain's headers, not about Open MPI's under -Wextra.
+  file(REAL_PATH "${include_root}" real_include_root)
+  set(flag_list)
+  foreach(flag IN LISTS pc_flags)
+    set(folder "")
+    if(flag MATCHES "^-I(.+)$")
+      file(REAL_PATH "${CMAKE_MATCH_1}" folder)
+    endif()
+    if(folder AND NOT folder STREQUAL real_include_root)
+      list(APPEND flag_list -isystem "${folder}")
+    else()
+      list(APPEND flag_list "${flag}")
+    endif()
+  endforeach()
+  file(GLOB_RECURSE headers RELATIVE "${include_root}" "${include_root}/mpitrain/*.hpp")
+  list(FILTER headers EXCLUDE REGEX "(^|/)detail/")
+  list(REMOVE_ITEM headers "mpitrain/mpitrain.hpp")
+  list(SORT headers)
+  if(NOT headers)
+    message(FATAL_ERROR "packaging (headers): no headers under ${include_root}/mpitrain/")
+  endif()
+  file(MAKE_DIRECTORY "${WORK_DIR}/headers")
+  set(unit "${WORK_DIR}/headers/include_one.cpp")
+  foreach(header IN LISTS headers "mpitrain/mpitrain.hpp")
+    file(WRITE "${unit}" "#include <${header}>\n")
+    run("compiling ${header} on its own" ${CXX} -fsyntax-only -Wall -Wextra -Wpedantic -Werror
+        ${flag_list} "${unit}")
+  endforeach()
+
+  file(STRINGS "${include_root}/mpitrain/mpitrain.hpp" umbrella_lines
+       REGEX "^#include <mpitrain/.*>")
+  list(TRANSFORM umbrella_lines REPLACE "^#include <(.*)>.*" "\\1")
+  set(missing ${headers})
+  list(REMOVE_ITEM missing ${umbrella_lines})
+  set(extra ${umbrella_lines})
+  list(REMOVE_ITEM extra ${headers})
+  if(missing OR extra)
+    message(FATAL_ERROR "packaging (headers): mpitrain.hpp must include exactly the installed "
+                        "headers; it lacks [${missing}] and includes uninstalled [${extra}]")
+  endif()
+  list(LENGTH headers count)
+  message(STATUS "each of ${count} installed headers and mpitrain/mpitrain.hpp compiles on its "
+                 "own; the umbrella includes all of them")
 
 else()
   message(FATAL_ERROR "package_step.cmake: unknown STEP '${STEP}'")

@@ -1,12 +1,12 @@
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
-#include "mpitrain/nn/aligned_storage.hpp"
+#include "mpitrain/tensor/aligned_storage.hpp"
 
-namespace mpitrain::nn {
+namespace mpitrain {
 namespace {
 
 // Returns storage for n floats (huge pages for large tensors: a loaded checkpoint, an
@@ -37,7 +37,7 @@ std::size_t numel(const Shape& shape) noexcept {
 
 void Tensor::AlignedDelete::operator()(float* p) const noexcept { std::free(p); }
 
-Tensor::Tensor(Shape shape) : shape_(std::move(shape)), size_(nn::numel(shape_)) {
+Tensor::Tensor(Shape shape) : shape_(std::move(shape)), size_(mpitrain::numel(shape_)) {
   owned_.reset(allocate(size_));
   data_ = owned_.get();
 }
@@ -45,14 +45,14 @@ Tensor::Tensor(Shape shape) : shape_(std::move(shape)), size_(nn::numel(shape_))
 Tensor Tensor::uninitialized(Shape shape) {
   Tensor t;
   t.shape_ = std::move(shape);
-  t.size_ = nn::numel(t.shape_);
+  t.size_ = mpitrain::numel(t.shape_);
   t.owned_.reset(allocate(t.size_, false));
   t.data_ = t.owned_.get();
   return t;
 }
 
 Tensor Tensor::view(std::span<float> data, Shape shape) {
-  if (data.size() != nn::numel(shape)) {
+  if (data.size() != mpitrain::numel(shape)) {
     throw std::invalid_argument("Tensor::view: " + std::to_string(data.size()) +
                                 " values cannot have shape " + to_string(shape));
   }
@@ -79,7 +79,7 @@ Tensor& Tensor::operator=(const Tensor& other) {
 }
 
 Tensor Tensor::reshaped(Shape shape) && {
-  if (nn::numel(shape) != size_) {
+  if (mpitrain::numel(shape) != size_) {
     throw std::invalid_argument("Tensor::reshaped: cannot reshape " + to_string(shape_) +
                                 " to " + to_string(shape));
   }
@@ -91,9 +91,9 @@ Tensor Tensor::reshaped(Shape shape) && {
 void Tensor::fill(float value) noexcept { std::fill_n(data_, size_, value); }
 
 void Tensor::resize(Shape shape) {
-  const std::size_t n = nn::numel(shape);
+  const std::size_t n = mpitrain::numel(shape);
   if (!owned_ || n != size_) *this = uninitialized(shape);
   shape_ = std::move(shape);
 }
 
-}  // namespace mpitrain::nn
+}  // namespace mpitrain

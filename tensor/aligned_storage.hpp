@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-namespace mpitrain::nn {
+namespace mpitrain {
 
 // Buffers of at least this many bytes are aligned to it and ask for transparent huge pages.
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
@@ -16,4 +16,4 @@ inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 // std::bad_alloc when the memory is not there.
 void* allocate_aligned(std::size_t bytes);
 
-}  // namespace mpitrain::nn
+}  // namespace mpitrain

@@ -1,14 +1,12 @@
-// Tensor buffers and Parameter gradients: resize keeps storage, zero_grad works on views.
-#include "mpitrain/nn/tensor.hpp"
+// Tensor buffers: resize keeps storage, uninitialized is aligned, a resized view owns.
+#include "mpitrain/tensor/tensor.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "mpitrain/nn/parameter.hpp"
-
-namespace mpitrain::nn {
+namespace mpitrain {
 namespace {
 
 TEST(Tensor, ResizeKeepsStorageWhenSizeMatches) {
@@ -40,20 +38,5 @@ TEST(Tensor, ResizeOfAViewMakesItOwning) {
   EXPECT_EQ(storage[0], 3.0f);
 }
 
-TEST(Parameter, ZeroGradClearsOwnedAndReboundGradients) {
-  Parameter a{"a", Tensor({3}), Tensor({3})};
-  Parameter b{"b", Tensor({2}), Tensor({2})};
-  a.grad.fill(1.5f);
-  b.grad.fill(2.5f);
-  std::vector<float> bucket(2, 0.0f);
-  b.rebind_grad(bucket);
-  EXPECT_EQ(bucket[1], 2.5f);  // rebind copies the current gradient
-  zero_grad({&a, &b});
-  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(a.grad[i], 0.0f);
-  EXPECT_EQ(bucket[0], 0.0f);
-  EXPECT_EQ(bucket[1], 0.0f);
-  EXPECT_EQ(b.grad.data(), bucket.data());
-}
-
 }  // namespace
-}  // namespace mpitrain::nn
+}  // namespace mpitrain

@@ -6,13 +6,13 @@
 #include <map>
 #include <string>
 
-#include "mpitrain/nn/tensor.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 
-namespace mpitrain::nn {
+namespace mpitrain {
 
 struct StateDict {
   std::map<std::string, Tensor> tensors;
   std::map<std::string, double> scalars;  // integers up to 2^53 are exact
 };
 
-}  // namespace mpitrain::nn
+}  // namespace mpitrain

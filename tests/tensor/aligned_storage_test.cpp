@@ -1,4 +1,4 @@
-#include "mpitrain/nn/aligned_storage.hpp"
+#include "mpitrain/tensor/aligned_storage.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-namespace mpitrain::nn {
+namespace mpitrain {
 namespace {
 
 struct Free {
@@ -44,4 +44,4 @@ TEST(AlignedStorageTest, AnImpossibleSizeThrowsBadAlloc) {
 }
 
 }  // namespace
-}  // namespace mpitrain::nn
+}  // namespace mpitrain

@@ -1,11 +1,11 @@
-#include "mpitrain/nn/aligned_storage.hpp"
+#include "mpitrain/tensor/aligned_storage.hpp"
 
 #include <sys/mman.h>
 
 #include <cstdlib>
 #include <new>
 
-namespace mpitrain::nn {
+namespace mpitrain {
 
 void* allocate_aligned(std::size_t bytes) {
   constexpr std::size_t kCacheLine = 64;
@@ -18,4 +18,4 @@ void* allocate_aligned(std::size_t bytes) {
   return p;
 }
 
-}  // namespace mpitrain::nn
+}  // namespace mpitrain

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace mpitrain::nn {
+namespace mpitrain {
 
 using Shape = std::vector<std::size_t>;
 
@@ -73,4 +73,4 @@ class Tensor {
   float* data_ = nullptr;
 };
 
-}  // namespace mpitrain::nn
+}  // namespace mpitrain
