@@ -57,6 +57,7 @@ ShmTimeout::ShmTimeout(std::string_view collective, int rank, std::uint64_t sequ
 ShmSegment::ShmSegment(MPI_Comm node_comm, ShmOptions options)
     : workspace_bytes_(round_up(std::max<std::size_t>(options.workspace_bytes, 1), kPage)),
       symmetric_bytes_(options.symmetric_bytes),
+      symmetric_max_ranks_(options.symmetric_max_ranks),
       timeout_(options.timeout) {
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);

@@ -56,9 +56,12 @@ struct ShmOptions {
   // Bytes of input per workspace (there are two per rank, each with as many bytes of
   // output); bounds the piece a collective handles per synchronisation. Rounded up to 4 KiB.
   std::size_t workspace_bytes = std::size_t{1} << 20;
-  // shm_allreduce combines a piece on every rank (one synchronisation, every rank reads
-  // every input) instead of slice by slice (two synchronisations, each rank reads 1/n of
-  // every input, then every slice) while size() * piece bytes stays within this.
+  // shm_allreduce combines a piece on every rank (symmetric: one synchronisation; per rank
+  // reads n pieces, writes 1, straight into recv) instead of slice by slice (distributed: two
+  // synchronisations; reads 2 pieces, writes 1 + 1/n) when size() <= symmetric_max_ranks
+  // (at 2 ranks symmetric moves fewer bytes) or size() * piece bytes <= symmetric_bytes.
+  // Inputs in the arena (zero copy) always go slice by slice.
+  int symmetric_max_ranks = 2;
   std::size_t symmetric_bytes = std::size_t{256} << 10;
   // How long one wait for peers may last; zero waits for ever.
   std::chrono::nanoseconds timeout{0};
@@ -81,7 +84,11 @@ class ShmSegment {
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
   std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
-  std::size_t symmetric_bytes() const noexcept { return symmetric_bytes_; }
+  // Returns true when shm_allreduce runs a piece of `piece_bytes` symmetrically (ShmOptions).
+  bool symmetric(std::size_t piece_bytes) const noexcept {
+    return size_ <= symmetric_max_ranks_ ||
+           static_cast<std::size_t>(size_) * piece_bytes <= symmetric_bytes_;
+  }
   std::chrono::nanoseconds timeout() const noexcept { return timeout_; }
   // Every rank should set the same timeout (each rank's waits use its own).
   void set_timeout(std::chrono::nanoseconds timeout) noexcept { timeout_ = timeout; }
@@ -147,6 +154,7 @@ class ShmSegment {
   int size_ = 1;
   std::size_t workspace_bytes_ = 0;
   std::size_t symmetric_bytes_ = 0;
+  int symmetric_max_ranks_ = 0;
   std::chrono::nanoseconds timeout_{0};
   Region main_;
   std::vector<Region> arena_;

@@ -33,6 +33,7 @@ constexpr std::size_t kWorkspaceBytes = 4096;
 
 // Parameter: ShmOptions::symmetric_bytes. 0 runs every allreduce piece slice by slice
 // (distributed); SIZE_MAX runs every piece that may be symmetric symmetrically.
+// (symmetric_max_ranks 0: the size rule alone decides.)
 class ShmCollectivesTest : public ::testing::TestWithParam<std::size_t> {
  protected:
   int rank() const { return seg_.rank(); }
@@ -69,7 +70,9 @@ class ShmCollectivesTest : public ::testing::TestWithParam<std::size_t> {
 
   test::NodeComm node_;
   ShmSegment seg_{node_.get(),
-                  ShmOptions{.workspace_bytes = kWorkspaceBytes, .symmetric_bytes = GetParam()}};
+                  ShmOptions{.workspace_bytes = kWorkspaceBytes,
+                             .symmetric_max_ranks = 0,
+                             .symmetric_bytes = GetParam()}};
 };
 
 TEST_P(ShmCollectivesTest, AllreduceClosedForm) {
