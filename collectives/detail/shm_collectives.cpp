@@ -180,7 +180,7 @@ void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t co
   if (count == 0) return;
   if (seg.size() == 1) return copy_if_distinct(send, recv, count * eb);
   const std::optional<std::uint64_t> offset = seg.arena_offset(send, count * eb);
-  seg.set_input_offset(offset.value_or(ShmSegment::kNoOffset));
+  seg.begin_input(offset.value_or(ShmSegment::kNoOffset));
   const PieceIo io{static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), eb, type,
                    offset.has_value()};
   allreduce_pieces(seg, io, count, op, kName);
@@ -204,7 +204,7 @@ void shm_wire_allreduce(ShmSegment& seg, float* data, std::size_t count, DType w
     }
     return;
   }
-  seg.set_input_offset(ShmSegment::kNoOffset);
+  seg.begin_input(ShmSegment::kNoOffset);
   const PieceIo io{reinterpret_cast<const std::byte*>(data), reinterpret_cast<std::byte*>(data),
                    sizeof(float), wire, false};
   allreduce_pieces(seg, io, count, op, kName);

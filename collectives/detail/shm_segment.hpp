@@ -11,8 +11,9 @@
 //
 // Layout of each rank's part of the main window (all offsets page-aligned):
 //   control slot (one page): sequence number (std::atomic_ref<std::uint64_t>, written only by
-//       its owner with release, read by peers with acquire) and, on its own cache line, the
-//       arena offset of the owner's current input (kNoOffset when it is not in the arena);
+//       its owner with release, read by peers with acquire) and, on their own cache line, two
+//       alternating arena offsets of the owner's input (kNoOffset when it is not in the
+//       arena; see begin_input);
 //   workspace 0, workspace 1: each `workspace_bytes` of input followed by `workspace_bytes` of
 //       output; a collective alternates between them piece by piece (double buffering), so a
 //       rank may run one piece ahead of its slowest peer without overwriting what it reads.
@@ -118,10 +119,14 @@ class ShmSegment {
   // Throws std::logic_error when an earlier wait timed out (the ranks no longer agree).
   void require_usable(const char* collective) const;
 
-  // Sets the arena offset of this rank's input for the current collective (kNoOffset: not in
-  // the arena); publish() makes it visible. Returns `peer`'s, valid after waiting for its
-  // first stage of the collective and until this rank's last publish of it.
-  void set_input_offset(std::uint64_t offset) noexcept;
+  // Starts a collective whose inputs peers may read in the arena: stores the arena offset of
+  // this rank's input (kNoOffset: not in the arena) for the next publish() to make visible.
+  // Every rank calls it for the same collectives. input_offset(peer) returns peer's for the
+  // current one; read it right after the collective's first wait_all. Two slots alternate: a
+  // peer may start the next such collective (writing the other slot) once it has seen this
+  // rank's first stage, but not the one after (which rewrites this slot) before this rank
+  // publishes a stage of the next one, after its read.
+  void begin_input(std::uint64_t offset) noexcept;
   std::uint64_t input_offset(int peer) const noexcept;
 
   // ---- arena ----------------------------------------------------------------------------
@@ -145,6 +150,7 @@ class ShmSegment {
   };
   Region allocate_window(std::size_t bytes_per_rank, const char* what);
   std::atomic_ref<std::uint64_t> sequence_slot(int peer) const noexcept;
+  std::uint64_t* input_slot(int peer) const noexcept;
   std::vector<int> missing(std::uint64_t sequence) const;
   [[noreturn]] void time_out(std::uint64_t sequence, const char* collective,
                              std::chrono::nanoseconds waited);
@@ -161,6 +167,7 @@ class ShmSegment {
   std::uint64_t arena_end_ = 0;
   std::uint64_t sequence_ = 0;
   std::uint64_t pieces_ = 0;
+  std::uint64_t inputs_begun_ = 0;
   bool broken_ = false;
 };
 
