@@ -143,11 +143,10 @@ void allreduce_piece_distributed(ShmSegment& seg, const PieceIo& io, std::size_t
 void allreduce_pieces(ShmSegment& seg, const PieceIo& io, std::size_t count, ReduceOp op,
                       const char* name) {
   const std::size_t eb = dtype_bytes(io.type);
-  const auto n = static_cast<std::size_t>(seg.size());
   const std::size_t piece_max = seg.workspace_bytes() / eb;
   std::vector<std::uint64_t> offsets;
   bool any_zero_copy = false;
-  std::vector<const std::byte*> inputs(n);
+  std::vector<const std::byte*> inputs(static_cast<std::size_t>(seg.size()));
   for (std::size_t first = 0; first < count; first += piece_max) {
     const std::size_t m = std::min(piece_max, count - first);
     const int b = seg.next_buffer();
@@ -158,7 +157,7 @@ void allreduce_pieces(ShmSegment& seg, const PieceIo& io, std::size_t count, Red
       any_zero_copy = std::any_of(offsets.begin(), offsets.end(),
                                   [](std::uint64_t o) { return o != ShmSegment::kNoOffset; });
     }
-    if (!any_zero_copy && n * m * eb <= seg.symmetric_bytes()) {
+    if (!any_zero_copy && seg.symmetric(m * eb)) {
       allreduce_piece_symmetric(seg, io, first, m, b, op, inputs);
     } else {
       allreduce_piece_distributed(seg, io, first, m, b, op, offsets, inputs, name);
@@ -181,7 +180,7 @@ void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t co
   if (count == 0) return;
   if (seg.size() == 1) return copy_if_distinct(send, recv, count * eb);
   const std::optional<std::uint64_t> offset = seg.arena_offset(send, count * eb);
-  seg.set_input_offset(offset.value_or(ShmSegment::kNoOffset));
+  seg.begin_input(offset.value_or(ShmSegment::kNoOffset));
   const PieceIo io{static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), eb, type,
                    offset.has_value()};
   allreduce_pieces(seg, io, count, op, kName);
@@ -205,7 +204,7 @@ void shm_wire_allreduce(ShmSegment& seg, float* data, std::size_t count, DType w
     }
     return;
   }
-  seg.set_input_offset(ShmSegment::kNoOffset);
+  seg.begin_input(ShmSegment::kNoOffset);
   const PieceIo io{reinterpret_cast<const std::byte*>(data), reinterpret_cast<std::byte*>(data),
                    sizeof(float), wire, false};
   allreduce_pieces(seg, io, count, op, kName);

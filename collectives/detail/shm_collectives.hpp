@@ -31,9 +31,15 @@ namespace mpitrain::detail {
 // place (otherwise they must not overlap). When send lies in the segment's arena (allocate())
 // peers read it where it is instead of a copy (zero copy), per rank: ranks may mix.
 //
-// Cost for n ranks, B bytes, W bytes of workspace: ceil(B / W) pieces, 2 synchronisations per
-// piece. Per rank: copies B in (none with zero copy), combines B/n bytes from n inputs
-// ((n-1) B/n bytes read from peers), copies B out ((n-1) B/n bytes read from peers).
+// Cost for n ranks, B bytes, W bytes of workspace: ceil(B / W) pieces; per rank copies B in
+// (none with zero copy), then per piece one of (ShmOptions::symmetric_* choose, the same on
+// every rank):
+//   symmetric (1 synchronisation per piece): combines the whole piece from n inputs straight
+//     into recv: reads n B ((n-1) B from peers), writes B. The default at 2 ranks and for
+//     small pieces; never when an input is in the arena.
+//   distributed (2 synchronisations per piece): combines its B/n slice from n inputs into its
+//     workspace, then copies every slice out: reads 2 B ((n-1) B/n + (n-1) B/n from peers),
+//     writes B + B/n.
 void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t count,
                    DType type, ReduceOp op);
 

@@ -23,7 +23,7 @@ constexpr std::size_t kCacheLine = 64;
 // Byte offsets inside a control slot: the sequence number and the input offset on separate
 // cache lines, so a peer polling one does not contend with the owner writing the other.
 constexpr std::size_t kSequenceAt = 0;
-constexpr std::size_t kInputOffsetAt = kCacheLine;
+constexpr std::size_t kInputOffsetAt = kCacheLine;  // two slots
 // Polls of a flag before a waiter starts yielding its core: about a microsecond of pause
 // instructions, enough for a peer running on another core to arrive.
 constexpr int kSpinsBeforeYield = 256;
@@ -57,6 +57,7 @@ ShmTimeout::ShmTimeout(std::string_view collective, int rank, std::uint64_t sequ
 ShmSegment::ShmSegment(MPI_Comm node_comm, ShmOptions options)
     : workspace_bytes_(round_up(std::max<std::size_t>(options.workspace_bytes, 1), kPage)),
       symmetric_bytes_(options.symmetric_bytes),
+      symmetric_max_ranks_(options.symmetric_max_ranks),
       timeout_(options.timeout) {
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
@@ -67,7 +68,6 @@ ShmSegment::ShmSegment(MPI_Comm node_comm, ShmOptions options)
     check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", world_rank, 0);
     main_ = allocate_window(kPage + 4 * workspace_bytes_, "shared-memory segment");
     sequence_slot(rank_).store(0, std::memory_order_relaxed);
-    set_input_offset(kNoOffset);
     // Every slot is initialised before any rank can read it.
     check_mpi(MPI_Barrier(comm_), "MPI_Barrier (shared-memory segment)", rank_, 0);
   } catch (...) {
@@ -135,16 +135,19 @@ std::atomic_ref<std::uint64_t> ShmSegment::sequence_slot(int peer) const noexcep
   return std::atomic_ref<std::uint64_t>(*p);
 }
 
-void ShmSegment::set_input_offset(std::uint64_t offset) noexcept {
-  auto* p = reinterpret_cast<std::uint64_t*>(main_.bases[static_cast<std::size_t>(rank_)] +
-                                             kInputOffsetAt);
-  std::atomic_ref<std::uint64_t>(*p).store(offset, std::memory_order_relaxed);
+std::uint64_t* ShmSegment::input_slot(int peer) const noexcept {
+  auto* slots = reinterpret_cast<std::uint64_t*>(main_.bases[static_cast<std::size_t>(peer)] +
+                                                 kInputOffsetAt);
+  return slots + (inputs_begun_ & 1u);
+}
+
+void ShmSegment::begin_input(std::uint64_t offset) noexcept {
+  ++inputs_begun_;
+  std::atomic_ref<std::uint64_t>(*input_slot(rank_)).store(offset, std::memory_order_relaxed);
 }
 
 std::uint64_t ShmSegment::input_offset(int peer) const noexcept {
-  auto* p = reinterpret_cast<std::uint64_t*>(main_.bases[static_cast<std::size_t>(peer)] +
-                                             kInputOffsetAt);
-  return std::atomic_ref<std::uint64_t>(*p).load(std::memory_order_relaxed);
+  return std::atomic_ref<std::uint64_t>(*input_slot(peer)).load(std::memory_order_relaxed);
 }
 
 std::uint64_t ShmSegment::publish() noexcept {

@@ -11,8 +11,9 @@
 //
 // Layout of each rank's part of the main window (all offsets page-aligned):
 //   control slot (one page): sequence number (std::atomic_ref<std::uint64_t>, written only by
-//       its owner with release, read by peers with acquire) and, on its own cache line, the
-//       arena offset of the owner's current input (kNoOffset when it is not in the arena);
+//       its owner with release, read by peers with acquire) and, on their own cache line, two
+//       alternating arena offsets of the owner's input (kNoOffset when it is not in the
+//       arena; see begin_input);
 //   workspace 0, workspace 1: each `workspace_bytes` of input followed by `workspace_bytes` of
 //       output; a collective alternates between them piece by piece (double buffering), so a
 //       rank may run one piece ahead of its slowest peer without overwriting what it reads.
@@ -55,10 +56,15 @@ class ShmTimeout : public std::runtime_error {
 struct ShmOptions {
   // Bytes of input per workspace (there are two per rank, each with as many bytes of
   // output); bounds the piece a collective handles per synchronisation. Rounded up to 4 KiB.
-  std::size_t workspace_bytes = std::size_t{1} << 20;
-  // shm_allreduce combines a piece on every rank (one synchronisation, every rank reads
-  // every input) instead of slice by slice (two synchronisations, each rank reads 1/n of
-  // every input, then every slice) while size() * piece bytes stays within this.
+  // 256 KiB: a rank's 2 x (in + out) = 1 MiB stays in its 2 MiB L2 on this VM; 1 MiB was no
+  // faster in noisy measurements at 2 ranks (1-256 MiB f32).
+  std::size_t workspace_bytes = std::size_t{256} << 10;
+  // shm_allreduce combines a piece on every rank (symmetric: one synchronisation; per rank
+  // reads n pieces, writes 1, straight into recv) instead of slice by slice (distributed: two
+  // synchronisations; reads 2 pieces, writes 1 + 1/n) when size() <= symmetric_max_ranks
+  // (at 2 ranks symmetric moves fewer bytes) or size() * piece bytes <= symmetric_bytes.
+  // Inputs in the arena (zero copy) always go slice by slice.
+  int symmetric_max_ranks = 2;
   std::size_t symmetric_bytes = std::size_t{256} << 10;
   // How long one wait for peers may last; zero waits for ever.
   std::chrono::nanoseconds timeout{0};
@@ -81,7 +87,11 @@ class ShmSegment {
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
   std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
-  std::size_t symmetric_bytes() const noexcept { return symmetric_bytes_; }
+  // Returns true when shm_allreduce runs a piece of `piece_bytes` symmetrically (ShmOptions).
+  bool symmetric(std::size_t piece_bytes) const noexcept {
+    return size_ <= symmetric_max_ranks_ ||
+           static_cast<std::size_t>(size_) * piece_bytes <= symmetric_bytes_;
+  }
   std::chrono::nanoseconds timeout() const noexcept { return timeout_; }
   // Every rank should set the same timeout (each rank's waits use its own).
   void set_timeout(std::chrono::nanoseconds timeout) noexcept { timeout_ = timeout; }
@@ -111,10 +121,14 @@ class ShmSegment {
   // Throws std::logic_error when an earlier wait timed out (the ranks no longer agree).
   void require_usable(const char* collective) const;
 
-  // Sets the arena offset of this rank's input for the current collective (kNoOffset: not in
-  // the arena); publish() makes it visible. Returns `peer`'s, valid after waiting for its
-  // first stage of the collective and until this rank's last publish of it.
-  void set_input_offset(std::uint64_t offset) noexcept;
+  // Starts a collective whose inputs peers may read in the arena: stores the arena offset of
+  // this rank's input (kNoOffset: not in the arena) for the next publish() to make visible.
+  // Every rank calls it for the same collectives. input_offset(peer) returns peer's for the
+  // current one; read it right after the collective's first wait_all. Two slots alternate: a
+  // peer may start the next such collective (writing the other slot) once it has seen this
+  // rank's first stage, but not the one after (which rewrites this slot) before this rank
+  // publishes a stage of the next one, after its read.
+  void begin_input(std::uint64_t offset) noexcept;
   std::uint64_t input_offset(int peer) const noexcept;
 
   // ---- arena ----------------------------------------------------------------------------
@@ -138,6 +152,7 @@ class ShmSegment {
   };
   Region allocate_window(std::size_t bytes_per_rank, const char* what);
   std::atomic_ref<std::uint64_t> sequence_slot(int peer) const noexcept;
+  std::uint64_t* input_slot(int peer) const noexcept;
   std::vector<int> missing(std::uint64_t sequence) const;
   [[noreturn]] void time_out(std::uint64_t sequence, const char* collective,
                              std::chrono::nanoseconds waited);
@@ -147,12 +162,14 @@ class ShmSegment {
   int size_ = 1;
   std::size_t workspace_bytes_ = 0;
   std::size_t symmetric_bytes_ = 0;
+  int symmetric_max_ranks_ = 0;
   std::chrono::nanoseconds timeout_{0};
   Region main_;
   std::vector<Region> arena_;
   std::uint64_t arena_end_ = 0;
   std::uint64_t sequence_ = 0;
   std::uint64_t pieces_ = 0;
+  std::uint64_t inputs_begun_ = 0;
   bool broken_ = false;
 };
 

@@ -17,7 +17,9 @@ pids=""
 for _ in $(seq 1 600); do
   pids=$(awk '$1 == "ready" { print $3 }' "$out")
   [ "$(echo "$pids" | grep -c .)" -eq 2 ] && break
-  if ! kill -0 "$job" 2>/dev/null; then cat "$out"; echo "FAIL: the job ended before both ranks were ready"; exit 1; fi
+  if ! kill -0 "$job" 2>/dev/null; then
+    cat "$out"; echo "FAIL: the job ended before both ranks were ready"; exit 1
+  fi
   sleep 0.1
 done
 if [ "$(echo "$pids" | grep -c .)" -ne 2 ]; then
@@ -25,7 +27,8 @@ if [ "$(echo "$pids" | grep -c .)" -ne 2 ]; then
 fi
 
 # Every /dev/shm name the ranks map (the window's file shows as "(deleted)" once unlinked).
-mapped=$(for pid in $pids; do awk '$6 ~ "^/dev/shm/" { print $6 }' "/proc/$pid/maps"; done | sort -u)
+mapped=$(for pid in $pids; do awk '$6 ~ "^/dev/shm/" { print $6 }' "/proc/$pid/maps"; done |
+         sort -u)
 echo "mapped by the ranks:"; echo "$mapped"
 victim=$(awk '$1 == "ready" && $2 == 1 { print $3 }' "$out")
 sleep 0.5   # let the loop run: rank 1 dies in the middle of a collective

@@ -24,7 +24,8 @@ constexpr std::size_t kPeriod = 4093;
 std::vector<std::uint8_t> pattern(int rank) {
   std::vector<std::uint8_t> p(kPeriod);
   for (std::size_t j = 0; j < kPeriod; ++j) {
-    p[j] = static_cast<std::uint8_t>(((j * 37 + (j >> 3)) & 0x7fu) + 2u * static_cast<unsigned>(rank));
+    const auto base = static_cast<unsigned>((j * 37 + (j >> 3)) & 0x7fu);
+    p[j] = static_cast<std::uint8_t>(base + 2u * static_cast<unsigned>(rank));
   }
   return p;
 }
@@ -41,7 +42,8 @@ TEST(ShmLargeCount, AllreduceOfMoreThanTwoToTheThirtyOneElements) {
   const std::vector<std::uint8_t> want = pattern(seg.size() - 1);
   std::size_t wrong_blocks = 0;
   for (std::size_t off = 0; off < kCount; off += kPeriod) {
-    wrong_blocks += std::memcmp(data.data() + off, want.data(), std::min(kPeriod, kCount - off)) != 0;
+    const std::size_t len = std::min(kPeriod, kCount - off);
+    wrong_blocks += std::memcmp(data.data() + off, want.data(), len) != 0;
   }
   EXPECT_EQ(wrong_blocks, 0u);
   EXPECT_EQ(data[kCount - 1], want[(kCount - 1) % kPeriod]);
