@@ -90,7 +90,7 @@ TEST(CollectiveNames, RoundTripAndErrors) {
     require_algorithm(Collective::broadcast, "ring");
     FAIL() << "broadcast accepted the ring";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "unknown broadcast algorithm 'ring' (valid: default, mpi)");
+    EXPECT_STREQ(e.what(), "unknown broadcast algorithm 'ring' (valid: default, mpi, shm)");
   }
 }
 
