@@ -1,28 +1,39 @@
 // AlgorithmSelection: rule matching, and the built-in table.
 //
-// The built-in rules, measured at 2 ranks (Open MPI 4.1.4, vader/CMA, 2-core AMD EPYC VM
-// shared with other work):
-//   - f32, f64, i32, i64, u8: MPI_Allreduce with MPI's own type and op, on the caller's
-//     buffers, so the engine's default is plain MPI (no rule: the fallback).
+// The built-in rules, measured at 2 ranks on one node (Open MPI 4.1.4, vader/CMA, 2-core AMD
+// EPYC VM shared with other work), `collective_bench --algo all` with the rows of a size
+// interleaved (vs_mpi: busbw over MPI's in the same run; ranges over 2-3 runs of 2026-11-24):
+//
+// Ranks of one node (shm is there; allreduce bytes are one rank's buffer as sent):
+//   - f32 (and the other native types, by bytes): shm 1.2-2.3x MPI below 512 KiB; from
+//     512 KiB to 4 MiB shm was 0.84-1.11x and the ring 1.06-1.46x, hence the ring; shm again
+//     from 4 MiB (1.5-2.3x) to 32 MiB, where its copies in and out of the workspaces start to
+//     miss the caches (1.2-3.3x run to run) while the ring held 1.96-2.14x: the ring from there.
+//   - bf16, f16: shm below 16 KiB (1.08-1.77x; MPI's user op and the ring's two steps cost
+//     more); the ring from 16 KiB to 2 MiB (1.2-1.7x, shm 0.8-1.8x); shm from 2 MiB to 32 MiB
+//     (1.9-2.6x, the ring 1.03-1.7x); the ring above (2.1-2.5x, shm 1.2-2.4x).
+//   - fp32 data on a 16-bit wire: the fused ring, as across nodes (below).
+//   - reduce_scatter: shm at every size (2.0-10.7x: MPI_Reduce_scatter_block is slow here).
+//   - allgather: shm below 8 KiB per rank (1.8-2.5x); MPI above (shm 0.22-0.87x: it copies each
+//     block into a workspace and out again, where MPI's CMA copies once).
+//   - broadcast: shm (1.05-8.2x) except from 256 KiB to 512 KiB (0.69x in one run).
+//   - The engine's fp32 gradient buckets live in the shared segment and are reduced by shm in
+//     place with no copy at any size (engine/gradient_sync.cpp), which these bands, measured
+//     on ordinary buffers, do not describe.
+//
+// Ranks across nodes (shm declines; measured on one node, to be re-measured across nodes):
+//   - f32, f64, i32, i64, u8: MPI_Allreduce on the caller's buffers (no rule: the fallback).
 //   - bf16, f16: MPI has no such types. MPI_Allreduce with our user ops (fp32 combine, one
-//     rounding per combine) has the lower latency for small buffers (one exchange at 2 ranks
-//     against the ring's two); the ring, moving the same 16-bit data with AVX2/F16C combines
-//     fused into the receive, is faster for larger ones: from 16 KiB * (size() - 1) bytes as
-//     sent for sum, max and min, from 2 KiB * (size() - 1) for avg (MPI's path must stage
-//     fp32 to divide before the final rounding: twice the traffic). `collective_bench --dtype
-//     bf16,f16 --algo all`, 10 runs interleaved: ring time / MPI time for sums 1.05-1.95 at
-//     1-8 KiB, 0.6-0.9 from 16 KiB to 1.5 MiB, 0.9-1.02 at 8 MiB, 0.33-0.78 from 16 MiB up;
-//     averages 1.35 at 1 KiB, 0.2-0.86 from 2 KiB up. The factor size() - 1 is a heuristic
-//     (the ring's latency grows with its 2(n-1) steps).
-//   - At 2 ranks, bf16 sums, maxima and minima of [2 MiB, 8 MiB) use MPI: there both
-//     algorithms switch run to run between a fast and a slow mode, and in the fast mode the
-//     ring reached only 0.91-0.98 x MPI's busbw at 2-4 MiB, below the 0.95 x MPI the default
-//     must keep. f16 kept the ring at 0.967 x MPI or better, so it has no band; above 2 ranks
-//     nothing could be measured, so the band is not applied.
+//     rounding per combine) has the lower latency for small buffers; the ring, moving the
+//     same 16-bit data with AVX2/F16C combines fused into the receive, is faster for larger
+//     ones: from 16 KiB * (size() - 1) bytes as sent for sum, max and min, from 2 KiB *
+//     (size() - 1) for avg (MPI's path must stage fp32 to divide before the final rounding).
+//     Ring time / MPI time for sums 1.05-1.95 at 1-8 KiB, 0.6-0.9 from 16 KiB to 1.5 MiB,
+//     0.33-0.78 from 16 MiB up; averages 1.35 at 1 KiB, 0.2-0.86 from 2 KiB up. At 2 ranks,
+//     bf16 sums, maxima and minima of [2 MiB, 8 MiB) use MPI (there the ring reached only
+//     0.91-0.98x MPI's busbw in MPI's fast mode).
 //   - fp32 data with a 16-bit wire: the fused ring from the same sizes (bytes as sent), for
-//     every op, and without the bf16 band (there MPI pays two conversion passes and the fused
-//     ring none): bf16 sums ring/MPI time 1.2-1.4 at 1-2 KiB, 0.83-0.92 at 128 KiB-1 MiB,
-//     0.67-0.86 from 1.5 to 16 MiB, 0.45 at 32 MiB; f16 sums 0.75-0.99 from 4 KiB to 8 MiB.
+//     every op, without the bf16 band (MPI pays two conversion passes, the fused ring none).
 
 #include "mpitrain/collectives/algorithm_selection.hpp"
 
@@ -58,32 +69,81 @@ bool SelectionRule::matches(const SelectionQuery& q) const noexcept {
 AlgorithmSelection::AlgorithmSelection(std::vector<SelectionRule> rules)
     : rules_(std::move(rules)) {}
 
+namespace {
+
+constexpr std::size_t KiB = 1024;
+constexpr std::size_t MiB = KiB * KiB;
+constexpr std::size_t kNoEnd = std::numeric_limits<std::size_t>::max();
+
+// Returns a rule sending `op` on `types` of [min_bytes, end_bytes) to `algorithm`, on 2 ranks
+// or more (callers narrow it further).
+SelectionRule rule(Collective op, DTypeSet types, std::size_t min_bytes, std::size_t end_bytes,
+                   std::string algorithm) {
+  SelectionRule r;
+  r.op = op;
+  r.types = types;
+  r.min_ranks = 2;
+  r.min_bytes = min_bytes;
+  r.end_bytes = end_bytes;
+  r.algorithm = std::move(algorithm);
+  return r;
+}
+
+// Returns the rules for 2 or more ranks on one node: shared memory or the ring per size band
+// (allreduce), and shm for reduce_scatter, small allgathers and most broadcasts, from the
+// measurements at the top of this file.
+std::vector<SelectionRule> one_node_rules() {
+  // Returns an allreduce band of ordinary (not 16-bit wire) data.
+  const auto band = [](DTypeSet types, std::size_t min_bytes, std::size_t end_bytes,
+                       std::string algorithm) {
+    SelectionRule r = rule(Collective::allreduce, types, min_bytes, end_bytes, std::move(algorithm));
+    r.wire = SelectionRule::Wire::no;
+    return r;
+  };
+  const DTypeSet native = dtype_set({DType::f32, DType::f64, DType::i32, DType::i64, DType::u8});
+  std::vector<SelectionRule> rules = {
+      band(native, 0, 512 * KiB, "shm"),
+      band(native, 512 * KiB, 4 * MiB, "ring"),
+      band(native, 4 * MiB, 32 * MiB, "shm"),
+      band(native, 32 * MiB, kNoEnd, "ring"),
+      band(kHalf, 0, 16 * KiB, "shm"),
+      band(kHalf, 16 * KiB, 2 * MiB, "ring"),
+      band(kHalf, 2 * MiB, 32 * MiB, "shm"),
+      band(kHalf, 32 * MiB, kNoEnd, "ring"),
+      rule(Collective::reduce_scatter, kAnyDType, 0, kNoEnd, "shm"),
+      rule(Collective::allgather, kAnyDType, 0, 8 * KiB, "shm"),
+      rule(Collective::broadcast, kAnyDType, 0, 256 * KiB, "shm"),
+      rule(Collective::broadcast, kAnyDType, 512 * KiB, kNoEnd, "shm"),
+  };
+  for (SelectionRule& r : rules) r.max_nodes = 1;
+  return rules;
+}
+
+}  // namespace
+
 AlgorithmSelection AlgorithmSelection::builtin() {
   const ReduceOpSet combining = reduce_op_set({ReduceOp::sum, ReduceOp::max, ReduceOp::min});
   const ReduceOpSet avg = reduce_op_set({ReduceOp::avg});
   // Returns an allreduce rule for these types and ops from `min_bytes` up (times size() - 1
-  // when per_peer), on 2 ranks or more.
+  // when per_peer).
   const auto allreduce = [](DTypeSet types, ReduceOpSet reduces, std::size_t min_bytes,
                             bool per_peer, std::string algorithm) {
-    SelectionRule r;
-    r.types = types;
+    SelectionRule r = rule(Collective::allreduce, types, min_bytes, kNoEnd, std::move(algorithm));
     r.reduces = reduces;
-    r.min_ranks = 2;
-    r.min_bytes = min_bytes;
     r.bytes_per_peer = per_peer;
-    r.algorithm = std::move(algorithm);
     return r;
   };
+  std::vector<SelectionRule> rules = one_node_rules();
+  // Across nodes (shm declines): MPI, the ring for 16-bit types as measured on one node.
   SelectionRule bf16_band =
-      allreduce(dtype_set({DType::bf16}), combining, std::size_t{2} << 20, false, "mpi");
+      allreduce(dtype_set({DType::bf16}), combining, 2 * MiB, false, "mpi");
   bf16_band.wire = SelectionRule::Wire::no;
   bf16_band.max_ranks = 2;
-  bf16_band.end_bytes = std::size_t{8} << 20;
-  return AlgorithmSelection({
-      bf16_band,
-      allreduce(kHalf, avg, kHalfAvgRingMinBytes, true, "ring"),
-      allreduce(kHalf, combining, kHalfRingMinBytes, true, "ring"),
-  });
+  bf16_band.end_bytes = 8 * MiB;
+  rules.push_back(bf16_band);
+  rules.push_back(allreduce(kHalf, avg, kHalfAvgRingMinBytes, true, "ring"));
+  rules.push_back(allreduce(kHalf, combining, kHalfRingMinBytes, true, "ring"));
+  return AlgorithmSelection(std::move(rules));
 }
 
 }  // namespace mpitrain

@@ -282,6 +282,7 @@ std::string_view Communicator::default_allreduce_algorithm(std::size_t count, DT
 
 std::string_view Communicator::default_wire_allreduce_algorithm(std::size_t count, DType wire,
                                                                 ReduceOp op) const {
+  if (!detail::is_half(wire)) return default_allreduce_algorithm(count, wire, op);
   CollectiveArgs args = make_args(Collective::allreduce, nullptr, nullptr, count, DType::f32, op);
   args.wire = wire;
   return resolve(args, kDefaultAlgorithm, false).name();

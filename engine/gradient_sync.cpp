@@ -203,7 +203,7 @@ void GradientSync::reduce(std::size_t bucket) {
   std::span<std::uint16_t> scratch;
   if (!wire_.empty()) scratch = std::span<std::uint16_t>(wire_[bucket].get(), wire_count_[bucket]);
   comm_.allreduce(std::span<float>(storage_data_ + b.offset, count), ReduceOp::sum,
-                  options_.comm_dtype, options_.algorithm, scratch);
+                  options_.comm_dtype, bucket_algorithm_, scratch);
 }
 
 SyncReport GradientSync::finish() {
@@ -316,9 +316,15 @@ void GradientSync::allocate_storage() {
   // Ranks of one node keep their buckets in the node's shared segment, at the same offset on
   // every rank, so the shm allreduce reads each peer's gradients where backward wrote them
   // (no copy in). Every rank allocates the same size here (prepare agreed on the layout).
+  bucket_algorithm_ = options_.algorithm;
   if (comm_.size() > 1 && comm_.node_count() == 1) {
     const std::span<std::byte> shared = comm_.allocate_shared(storage_count_ * sizeof(float));
     storage_data_ = reinterpret_cast<float*>(shared.data());  // zero-filled, 64-byte aligned
+    // fp32 buckets there are reduced in place by shm without a copy whatever their size,
+    // which the size bands of the default table (measured on copied buffers) do not know.
+    if (options_.algorithm == kDefaultAlgorithm && options_.comm_dtype == DType::f32) {
+      bucket_algorithm_ = "shm";
+    }
     return;
   }
   storage_.reset(static_cast<float*>(allocate_aligned(storage_count_ * sizeof(float))));

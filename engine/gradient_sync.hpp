@@ -175,6 +175,7 @@ class GradientSync {
   // The flat gradient storage: in the communicator's shared segment (owned by it) when every
   // rank is on one node, else owned here (storage_).
   float* storage_data_ = nullptr;
+  std::string bucket_algorithm_;  // options_.algorithm, or "shm" for shared fp32 buckets
   std::unique_ptr<float[], FreeDeleter> storage_;
   std::size_t storage_count_ = 0;
   std::size_t unused_slot_ = 0;  // storage index of the unused-count element

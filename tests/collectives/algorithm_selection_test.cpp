@@ -64,15 +64,34 @@ TEST(AlgorithmSelection, FirstRuleThatCanRunWinsElseMpi) {
 
 TEST(AlgorithmSelection, BuiltinTable) {
   const AlgorithmSelection sel = AlgorithmSelection::builtin();
-  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 64u << 20, 2), any_algorithm), "mpi");
-  EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 16u << 10, 2), any_algorithm), "ring");
-  EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2), any_algorithm), "mpi");
+  const auto across = [](SelectionQuery q) {  // 2 nodes, 1 rank each
+    q.nodes = 2;
+    return q;
+  };
+  // Across nodes (shm declines there): MPI for native types, the ring for 16-bit ones from
+  // 16 KiB (2 KiB for averages) times size() - 1, MPI in the bf16 band at 2 ranks.
+  const auto choose = [&](SelectionQuery q) { return sel.choose(across(q), any_algorithm); };
+  EXPECT_EQ(choose(query(DType::f32, ReduceOp::sum, 64u << 20, 2)), "mpi");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 16u << 10, 2)), "ring");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2)), "mpi");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2, true)), "ring");
+  EXPECT_EQ(choose(query(DType::f16, ReduceOp::avg, 2u << 10, 2)), "ring");
+  EXPECT_EQ(choose(query(DType::f16, ReduceOp::avg, 4u << 10, 3)), "ring");
+  EXPECT_EQ(choose(query(DType::f16, ReduceOp::avg, (4u << 10) - 1, 3)), "mpi");
+  EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 1u << 30, 1), any_algorithm), "mpi");
+  // One node: shared memory or the ring by band; fp32 data on a 16-bit wire keeps the ring.
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 64u << 10, 2), any_algorithm), "shm");
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 1u << 20, 2), any_algorithm), "ring");
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 8u << 20, 4), any_algorithm), "shm");
   EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2, true), any_algorithm),
             "ring");
-  EXPECT_EQ(sel.choose(query(DType::f16, ReduceOp::avg, 2u << 10, 2), any_algorithm), "ring");
-  EXPECT_EQ(sel.choose(query(DType::f16, ReduceOp::avg, 4u << 10, 3), any_algorithm), "ring");
-  EXPECT_EQ(sel.choose(query(DType::f16, ReduceOp::avg, (4u << 10) - 1, 3), any_algorithm), "mpi");
-  EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 1u << 30, 1), any_algorithm), "mpi");
+  SelectionQuery rs = query(DType::f32, ReduceOp::sum, 4u << 20, 2);
+  rs.op = Collective::reduce_scatter;
+  EXPECT_EQ(sel.choose(rs, any_algorithm), "shm");
+  EXPECT_EQ(sel.choose(across(rs), any_algorithm), "mpi");
+  // A rule whose algorithm cannot run the call is passed over.
+  const auto no_shm = [](std::string_view name) { return name != "shm"; };
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 64u << 10, 2), no_shm), "mpi");
 }
 
 TEST(CollectiveNames, RoundTripAndErrors) {

@@ -132,42 +132,36 @@ TEST_F(CommunicatorTest, AlgorithmNames) {
 }
 
 TEST_F(CommunicatorTest, DefaultAlgorithmRule) {
-  // Native types always use MPI's own allreduce.
-  for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8}) {
-    EXPECT_EQ(comm_.default_allreduce_algorithm(std::size_t{1} << 26, t, ReduceOp::sum),
-              "mpi");
-  }
-  // 16-bit types: MPI for small buffers, the ring for large ones (one rank: MPI).
-  const std::string_view large = size() == 1 ? std::string_view("mpi") : std::string_view("ring");
-  for (DType t : {DType::bf16, DType::f16}) {
-    for (ReduceOp op : kAllOps) {
-      EXPECT_EQ(comm_.default_allreduce_algorithm(16, t, op), "mpi");
-      EXPECT_EQ(comm_.default_allreduce_algorithm(std::size_t{1} << 24, t, op), large);
-      EXPECT_EQ(comm_.default_allreduce_algorithm(std::size_t{1} << 19, t, op), large);  // 1 MiB
-    }
-    // The ring from 16 KiB (sums) and 2 KiB (averages) times size() - 1, as sent.
-    const std::size_t n1 = std::max<std::size_t>(n() - 1, 1);
-    EXPECT_EQ(comm_.default_allreduce_algorithm(8192 * n1 - 1, t, ReduceOp::sum),
-              "mpi");
-    EXPECT_EQ(comm_.default_allreduce_algorithm(8192 * n1, t, ReduceOp::sum), large);
-    EXPECT_EQ(comm_.default_allreduce_algorithm(1024 * n1 - 1, t, ReduceOp::avg),
-              "mpi");
-    EXPECT_EQ(comm_.default_allreduce_algorithm(1024 * n1, t, ReduceOp::avg), large);
-  }
-  // At 2 ranks, bf16 sums, maxima and minima of 2 MiB up to 8 MiB (as sent) use MPI; f16,
-  // averages and other world sizes keep the ring.
+  // The built-in table (collectives/algorithm_selection.cpp). One rank: MPI for everything.
+  // Ranks of one node: shared memory or the ring by size band (bytes as sent); the rules for
+  // ranks across nodes are checked in algorithm_selection_test.cpp.
+  ASSERT_EQ(comm_.node_count(), 1) << "the multinode tests cover other layouts";
+  const auto expect = [&](std::size_t bytes, DType t, ReduceOp op, std::string_view algo) {
+    EXPECT_EQ(comm_.default_allreduce_algorithm(bytes / dtype_bytes(t), t, op),
+              size() == 1 ? std::string_view("mpi") : algo)
+        << bytes << " B " << to_string(t) << " " << to_string(op);
+  };
+  constexpr std::size_t KiB = 1024;
+  constexpr std::size_t MiB = KiB * KiB;
   for (ReduceOp op : kAllOps) {
-    for (std::size_t bytes : {std::size_t{2} << 20, std::size_t{3} << 20, (std::size_t{8} << 20) - 2}) {
-      const bool band = size() == 2 && op != ReduceOp::avg;
-      EXPECT_EQ(comm_.default_allreduce_algorithm(bytes / 2, DType::bf16, op),
-                band ? "mpi" : large)
-          << bytes << " B " << to_string(op);
-      EXPECT_EQ(comm_.default_allreduce_algorithm(bytes / 2, DType::f16, op), large);
+    for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8}) {
+      expect(8, t, op, "shm");
+      expect(512 * KiB - 8, t, op, "shm");
+      expect(512 * KiB, t, op, "ring");
+      expect(4 * MiB - 8, t, op, "ring");
+      expect(4 * MiB, t, op, "shm");
+      expect(32 * MiB - 8, t, op, "shm");
+      expect(32 * MiB, t, op, "ring");
     }
-    EXPECT_EQ(comm_.default_allreduce_algorithm((std::size_t{2} << 20) / 2 - 1, DType::bf16, op),
-              large);
-    EXPECT_EQ(comm_.default_allreduce_algorithm((std::size_t{8} << 20) / 2, DType::bf16, op),
-              large);
+    for (DType t : {DType::bf16, DType::f16}) {
+      expect(2, t, op, "shm");
+      expect(16 * KiB - 2, t, op, "shm");
+      expect(16 * KiB, t, op, "ring");
+      expect(2 * MiB - 2, t, op, "ring");
+      expect(2 * MiB, t, op, "shm");
+      expect(32 * MiB - 2, t, op, "shm");
+      expect(32 * MiB, t, op, "ring");
+    }
   }
 }
 
