@@ -4,22 +4,23 @@
 // EPYC VM shared with other work), `collective_bench --algo all` with the rows of a size
 // interleaved (vs_mpi: busbw over MPI's in the same run; ranges over 2-3 runs of 2026-11-24):
 //
-// Ranks of one node (shm is there; allreduce bytes are one rank's buffer as sent):
-//   - f32 (and the other native types, by bytes): shm 1.2-2.3x MPI below 512 KiB; from
-//     512 KiB to 4 MiB shm was 0.84-1.11x and the ring 1.06-1.46x, hence the ring; shm again
-//     from 4 MiB (1.5-2.3x) to 32 MiB, where its copies in and out of the workspaces start to
-//     miss the caches (1.2-3.3x run to run) while the ring held 1.96-2.14x: the ring from there.
-//   - bf16, f16: shm below 16 KiB (1.08-1.77x; MPI's user op and the ring's two steps cost
-//     more); the ring from 16 KiB to 2 MiB (1.2-1.7x, shm 0.8-1.8x); shm from 2 MiB to 32 MiB
-//     (1.9-2.6x, the ring 1.03-1.7x); the ring above (2.1-2.5x, shm 1.2-2.4x).
+// Ranks of one node (shm is there; allreduce bytes are one rank's buffer as sent). shm copies
+// ordinary buffers through its workspaces piece by piece, and from about 64 KiB its speed
+// varied from run to run far more than the ring's or MPI's (f32 allreduce at 4-16 MiB:
+// 1.5-2.3x MPI in one run, 0.75-1.0x in another; broadcast at 64 KiB-16 MiB: 0.3-1.9x), so
+// the default takes it only where it won in every run:
+//   - f32 (and the other native types, by bytes): shm below 64 KiB (1.2-2.35x MPI); the ring
+//     from 64 KiB (1.05-1.55x up to 16 MiB, 1.96-2.3x from 32 MiB; shm 0.75-3.4x there).
+//   - bf16, f16: MPI below 8 KiB (shm 0.82-1.47x), shm from 8 to 16 KiB (1.61-1.81x), the ring
+//     from 16 KiB (the rules below: 1.03-1.76x up to 16 MiB, 2.1-2.7x from 32 MiB).
 //   - fp32 data on a 16-bit wire: the fused ring, as across nodes (below).
 //   - reduce_scatter: shm at every size (2.0-10.7x: MPI_Reduce_scatter_block is slow here).
-//   - allgather: shm below 8 KiB per rank (1.8-2.5x); MPI above (shm 0.22-0.87x: it copies each
-//     block into a workspace and out again, where MPI's CMA copies once).
-//   - broadcast: shm (1.05-8.2x) except from 256 KiB to 512 KiB (0.69x in one run).
+//   - allgather: shm below 8 KiB per rank (1.8-5.8x); MPI above (shm 0.22-0.87x: it copies
+//     each block into a workspace and out again, where MPI's CMA copies once).
+//   - broadcast: shm below 32 KiB (1.9-8.2x), MPI above.
 //   - The engine's fp32 gradient buckets live in the shared segment and are reduced by shm in
-//     place with no copy at any size (engine/gradient_sync.cpp), which these bands, measured
-//     on ordinary buffers, do not describe.
+//     place, without copies, at any size (engine/gradient_sync.cpp): these bands, measured on
+//     ordinary buffers, do not describe that path.
 //
 // Ranks across nodes (shm declines; measured on one node, to be re-measured across nodes):
 //   - f32, f64, i32, i64, u8: MPI_Allreduce on the caller's buffers (no rule: the fallback).
@@ -102,18 +103,12 @@ std::vector<SelectionRule> one_node_rules() {
   };
   const DTypeSet native = dtype_set({DType::f32, DType::f64, DType::i32, DType::i64, DType::u8});
   std::vector<SelectionRule> rules = {
-      band(native, 0, 512 * KiB, "shm"),
-      band(native, 512 * KiB, 4 * MiB, "ring"),
-      band(native, 4 * MiB, 32 * MiB, "shm"),
-      band(native, 32 * MiB, kNoEnd, "ring"),
-      band(kHalf, 0, 16 * KiB, "shm"),
-      band(kHalf, 16 * KiB, 2 * MiB, "ring"),
-      band(kHalf, 2 * MiB, 32 * MiB, "shm"),
-      band(kHalf, 32 * MiB, kNoEnd, "ring"),
+      band(native, 0, 64 * KiB, "shm"),
+      band(native, 64 * KiB, kNoEnd, "ring"),
+      band(kHalf, 8 * KiB, 16 * KiB, "shm"),
       rule(Collective::reduce_scatter, kAnyDType, 0, kNoEnd, "shm"),
       rule(Collective::allgather, kAnyDType, 0, 8 * KiB, "shm"),
-      rule(Collective::broadcast, kAnyDType, 0, 256 * KiB, "shm"),
-      rule(Collective::broadcast, kAnyDType, 512 * KiB, kNoEnd, "shm"),
+      rule(Collective::broadcast, kAnyDType, 0, 32 * KiB, "shm"),
   };
   for (SelectionRule& r : rules) r.max_nodes = 1;
   return rules;

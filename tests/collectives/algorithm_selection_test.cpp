@@ -80,9 +80,9 @@ TEST(AlgorithmSelection, BuiltinTable) {
   EXPECT_EQ(choose(query(DType::f16, ReduceOp::avg, (4u << 10) - 1, 3)), "mpi");
   EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 1u << 30, 1), any_algorithm), "mpi");
   // One node: shared memory or the ring by band; fp32 data on a 16-bit wire keeps the ring.
-  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 64u << 10, 2), any_algorithm), "shm");
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 32u << 10, 2), any_algorithm), "shm");
   EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 1u << 20, 2), any_algorithm), "ring");
-  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 8u << 20, 4), any_algorithm), "shm");
+  EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 8u << 10, 4), any_algorithm), "shm");
   EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2, true), any_algorithm),
             "ring");
   SelectionQuery rs = query(DType::f32, ReduceOp::sum, 4u << 20, 2);
@@ -91,7 +91,7 @@ TEST(AlgorithmSelection, BuiltinTable) {
   EXPECT_EQ(sel.choose(across(rs), any_algorithm), "mpi");
   // A rule whose algorithm cannot run the call is passed over.
   const auto no_shm = [](std::string_view name) { return name != "shm"; };
-  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 64u << 10, 2), no_shm), "mpi");
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 32u << 10, 2), no_shm), "mpi");
 }
 
 TEST(CollectiveNames, RoundTripAndErrors) {

@@ -146,21 +146,22 @@ TEST_F(CommunicatorTest, DefaultAlgorithmRule) {
   for (ReduceOp op : kAllOps) {
     for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8}) {
       expect(8, t, op, "shm");
-      expect(512 * KiB - 8, t, op, "shm");
-      expect(512 * KiB, t, op, "ring");
-      expect(4 * MiB - 8, t, op, "ring");
-      expect(4 * MiB, t, op, "shm");
-      expect(32 * MiB - 8, t, op, "shm");
-      expect(32 * MiB, t, op, "ring");
+      expect(64 * KiB - 8, t, op, "shm");
+      expect(64 * KiB, t, op, "ring");
+      expect(256 * MiB, t, op, "ring");
     }
     for (DType t : {DType::bf16, DType::f16}) {
-      expect(2, t, op, "shm");
-      expect(16 * KiB - 2, t, op, "shm");
-      expect(16 * KiB, t, op, "ring");
-      expect(2 * MiB - 2, t, op, "ring");
-      expect(2 * MiB, t, op, "shm");
-      expect(32 * MiB - 2, t, op, "shm");
-      expect(32 * MiB, t, op, "ring");
+      // shm from 8 to 16 KiB; elsewhere the rules that also hold across nodes: the ring from
+      // 16 KiB (2 KiB for averages) times size() - 1, MPI below.
+      const std::size_t ring_from = (op == ReduceOp::avg ? 2 : 16) * KiB * (n() - 1);
+      const auto expected = [&](std::size_t bytes) {
+        if (bytes >= 8 * KiB && bytes < 16 * KiB) return "shm";
+        return bytes >= ring_from ? "ring" : "mpi";
+      };
+      for (std::size_t bytes : {std::size_t{2}, 8 * KiB - 2, 8 * KiB, 16 * KiB - 2, 16 * KiB,
+                                ring_from > 2 ? ring_from - 2 : 0, ring_from, 32 * MiB}) {
+        expect(bytes, t, op, expected(bytes));
+      }
     }
   }
 }
