@@ -113,6 +113,16 @@ AlgorithmSelection agreed_selection(const Communicator& comm, const std::string&
   return std::move(*table);
 }
 
+// Throws MpiError (MPI_ERR_ROOT) naming the MPI call of a broadcast or gather whose root is
+// not a rank, before any algorithm runs: every algorithm gets a valid root.
+void check_root_of(const detail::CommContext& ctx, const CollectiveArgs& a, bool nonblocking) {
+  if (a.op == Collective::broadcast) {
+    ctx.check_root(nonblocking ? "MPI_Ibcast" : "MPI_Bcast", a.root, a.count);
+  } else if (a.op == Collective::gather) {
+    ctx.check_root(nonblocking ? "MPI_Igather" : "MPI_Gather", a.root, a.count);
+  }
+}
+
 // Returns "allreduce on rank 3 (count 12, bf16 avg)": the call as error messages name it.
 std::string describe(const CollectiveArgs& a, int rank, bool nonblocking) {
   std::string what = fmt::format("{}{} on rank {} (count {}, {}", nonblocking ? "i" : "",
@@ -264,12 +274,14 @@ const detail::Algorithm& Communicator::resolve(const CollectiveArgs& args, std::
 
 void Communicator::run(const CollectiveArgs& args, std::string_view algo) const {
   ++issued_;
+  check_root_of(*ctx_, args, false);
   resolve(args, algo, false).run(*ctx_, args);
 }
 
 Request Communicator::post(const CollectiveArgs& args, std::string_view algo) const {
   const detail::Algorithm& a = resolve(args, algo, true);
   ++issued_;
+  check_root_of(*ctx_, args, true);
   return a.post(*ctx_, args);
 }
 
@@ -307,7 +319,6 @@ void Communicator::barrier() const {
 
 void Communicator::broadcast(void* data, std::size_t count, DType type, int root,
                              std::string_view algo) const {
-  ctx_->check_root("MPI_Bcast", root, count);
   CollectiveArgs args = make_args(Collective::broadcast, data, data, count, type);
   args.root = root;
   run(args, algo);

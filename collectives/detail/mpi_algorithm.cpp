@@ -90,7 +90,6 @@ void plan_allreduce(MpiEmitter& e, const CollectiveArgs& a) {
 
 void plan_broadcast(MpiEmitter& e, const CollectiveArgs& a) {
   const CommContext& ctx = e.context();
-  ctx.check_root("MPI_Bcast", a.root, a.count);
   const std::size_t esize = dtype_bytes(a.type);
   pieces(a.count, ctx.max_call, [&](std::size_t off, std::size_t len) {
     e.bcast(bytes(a.recv) + off * esize, len, CommContext::mpi_type(a.type), a.root);
@@ -216,7 +215,6 @@ void plan_allgatherv(MpiEmitter& e, const CollectiveArgs& a) {
 
 void plan_gather(MpiEmitter& e, const CollectiveArgs& a) {
   const CommContext& ctx = e.context();
-  ctx.check_root("MPI_Gather", a.root, a.count);
   if (a.count == 0) return;
   const std::size_t esize = dtype_bytes(a.type);
   const MPI_Datatype dt = CommContext::mpi_type(a.type);

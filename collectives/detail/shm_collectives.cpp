@@ -89,15 +89,15 @@ std::vector<std::uint64_t> input_offsets(const ShmSegment& seg, bool* all_in_pla
 // loop), whatever B; per rank no copy in, B/n combined from n buffers ((n-1) B/n read from
 // peers), (n-1) B/n copied from peers. About half the memory traffic of the piece path.
 void allreduce_whole_in_place(ShmSegment& seg, const std::vector<std::uint64_t>& offsets,
-                              std::size_t count, DType type, ReduceOp op, const char* name) {
+                              std::size_t count, DType type, ReduceOp op, int b,
+                              const char* name) {
   const int n = seg.size();
   const std::size_t eb = dtype_bytes(type);
   const Slice mine = slice_of(count, n, seg.rank(), eb);
-  // Combined in chunks through scratch: the combine's output may not alias its inputs, and
-  // our own slice is one of them.
-  constexpr std::size_t kChunkBytes = std::size_t{64} << 10;
-  const std::size_t chunk = std::max<std::size_t>(kChunkBytes / eb, 1);
-  std::vector<std::byte> scratch(std::min(chunk, std::max<std::size_t>(mine.count(), 1)) * eb);
+  // Combined in chunks through this rank's output workspace of piece buffer `b` (unused on
+  // this path): the combine's output may not alias its inputs, and our own slice is one.
+  std::byte* scratch = seg.workspace_out(seg.rank(), b);
+  const std::size_t chunk = std::max<std::size_t>(seg.workspace_bytes() / eb, 1);
   std::vector<const std::byte*> inputs(static_cast<std::size_t>(n));
   std::byte* own = seg.peer_address(seg.rank(), offsets[static_cast<std::size_t>(seg.rank())]);
   for (std::size_t at = mine.begin; at < mine.end; at += chunk) {
@@ -106,8 +106,8 @@ void allreduce_whole_in_place(ShmSegment& seg, const std::vector<std::uint64_t>&
       inputs[static_cast<std::size_t>(q)] =
           seg.peer_address(q, offsets[static_cast<std::size_t>(q)]) + at * eb;
     }
-    combine_in_rank_order(scratch.data(), inputs, m, type, op);
-    std::memcpy(own + at * eb, scratch.data(), m * eb);
+    combine_in_rank_order(scratch, inputs, m, type, op);
+    std::memcpy(own + at * eb, scratch, m * eb);
   }
   seg.wait_all(seg.publish(), name);
   for (int q = 0; q < n; ++q) {
@@ -218,7 +218,7 @@ void allreduce_pieces(ShmSegment& seg, const PieceIo& io, std::size_t count, Red
     if (offsets.empty()) {
       bool all_in_place = false;
       offsets = input_offsets(seg, &all_in_place);
-      if (all_in_place) return allreduce_whole_in_place(seg, offsets, count, io.type, op, name);
+      if (all_in_place) return allreduce_whole_in_place(seg, offsets, count, io.type, op, b, name);
       any_zero_copy = std::any_of(offsets.begin(), offsets.end(),
                                   [](std::uint64_t o) { return o != ShmSegment::kNoOffset; });
     }
