@@ -13,7 +13,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 endif
 MPIRUN := mpirun --oversubscribe -np $(NP)
 
-.PHONY: deps configure build train test bench clean
+.PHONY: deps configure build train test bench sanitize fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -34,5 +34,38 @@ test: build
 bench: build
 	$(MPIRUN) $(BUILD)/benchmarks/collective_bench --algo all --min-bytes 1K --max-bytes 256M --json $(BUILD)/collective_bench.json
 
+# ASan + UBSan build of the library and its tests (build-asan), then the tests of the library's
+# modules and the trainer under it; TSan build (build-tsan) of the communication thread's
+# tests. The sanitizers' options and suppressions come from the tests' CTest environment.
+SANITIZE_LABELS ?= tensor|precision|nn|data|checkpoint|collectives|engine|apps
+TSAN_TARGETS := collectives_comm_stream_test engine_gradient_sync_test engine_test
+TSAN_TESTS := ^(collectives_comm_stream_test|engine_gradient_sync_test|engine_test)\.np
+sanitize: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPITRAIN_SANITIZE=address,undefined \
+	  -DMPITRAIN_BUILD_BENCHMARKS=OFF -DMPITRAIN_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS) -L '$(SANITIZE_LABELS)'
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPITRAIN_SANITIZE=thread \
+	  -DMPITRAIN_BUILD_BENCHMARKS=OFF -DMPITRAIN_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)
+	cd build-tsan && ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
+
+# libFuzzer harnesses (clang) of the config loader, the IDX reader, the manifest parser and
+# the safetensors reader, each run for FUZZ_SECONDS over its committed seed corpus (new inputs
+# go to build-fuzz/corpus, not into the source tree).
+FUZZ_SECONDS ?= 60
+FUZZERS := train_config_fuzz idx_dataset_fuzz manifest_fuzz safetensors_fuzz
+fuzz: deps
+	@cmake -S tests/fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+	@for f in $(FUZZERS); do \
+	  name=$${f%_fuzz}; mkdir -p build-fuzz/corpus/$$name; \
+	  echo "fuzz: $$f for $(FUZZ_SECONDS) s"; \
+	  build-fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \
+	    build-fuzz/corpus/$$name tests/fuzz/corpus/$$name 2>build-fuzz/$$f.log \
+	    || { tail -60 build-fuzz/$$f.log; exit 1; }; \
+	  grep -E '^(stat::number_of_executed_units|Done)' build-fuzz/$$f.log; \
+	done
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

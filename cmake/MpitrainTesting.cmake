@@ -9,6 +9,18 @@ if(MPITRAIN_UID STREQUAL "0")
   list(APPEND MPITRAIN_MPI_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 endif()
 
+# Sanitizer builds (cmake/MpitrainSanitize.cmake): every test runs with the sanitizers'
+# options and the suppressions of tests/sanitize, which name only leaks and races inside Open
+# MPI and its libraries (never ours). Child processes of mpiexec inherit the environment.
+if(MPITRAIN_SANITIZE)
+  set(MPITRAIN_SANITIZER_SUPPRESSIONS ${PROJECT_SOURCE_DIR}/tests/sanitize)
+  list(APPEND MPITRAIN_MPI_TEST_ENV
+    "ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=0:check_initialization_order=1"
+    "LSAN_OPTIONS=suppressions=${MPITRAIN_SANITIZER_SUPPRESSIONS}/lsan.supp:print_suppressions=0"
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+    "TSAN_OPTIONS=suppressions=${MPITRAIN_SANITIZER_SUPPRESSIONS}/tsan.supp:halt_on_error=1:second_deadlock_stack=1")
+endif()
+
 set(MPITRAIN_TEST_TIMEOUT 600 CACHE STRING "Seconds before CTest kills one test run")
 
 # A binary whose tests were all skipped (GTEST_SKIP) on every rank, none failed, is reported

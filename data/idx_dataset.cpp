@@ -72,13 +72,15 @@ class IdxReader {
 
   // Reads the `bytes` payload bytes that follow a `header`-byte header into `out`, growing it
   // in pieces so that a corrupt header announcing terabytes fails as "truncated" instead of
-  // allocating them up front.
+  // allocating them up front. Pieces double from 1 MiB to 64 MiB: a short corrupt file fails
+  // after zero-filling 1 MiB, not 64 MiB, and a large one is read in a few big pieces.
   void read_payload(std::vector<std::uint8_t>& out, std::size_t bytes, std::size_t header) {
-    constexpr std::size_t kPiece = std::size_t{64} << 20;
+    constexpr std::size_t kFirstPiece = std::size_t{1} << 20;
+    constexpr std::size_t kMaxPiece = std::size_t{64} << 20;
     out.clear();
     while (out.size() < bytes) {
       const std::size_t done = out.size();
-      const std::size_t piece = std::min(kPiece, bytes - done);
+      const std::size_t piece = std::min({std::max(kFirstPiece, done), kMaxPiece, bytes - done});
       out.resize(done + piece);
       const std::size_t got = read(std::span<std::uint8_t>(out.data() + done, piece));
       if (got != piece) {

@@ -15,6 +15,7 @@ packages=(
   dataset-fashion-mnist
   python3 python3-numpy python3-h5py python3-matplotlib
   universal-ctags
+  clang-14 libclang-rt-14-dev
 )
 if [[ "${1:-}" == "--dev" ]]; then
   packages+=(python3-torch)
