@@ -101,7 +101,9 @@ class Background:
 
 def read_lock(project):
     """Returns the lock file's fields: {"pid": ..., "host": ..., "since": ...}."""
-    with open(os.path.join(project, ".mpitrain.lock")) as f:
+    path = os.path.join(project, ".mpitrain.lock")
+    check(os.path.isfile(path), f"a running trainer holds no lock file {path}")
+    with open(path) as f:
         return dict(line.split(" ", 1) for line in f.read().splitlines())
 
 
@@ -145,9 +147,13 @@ def scenario_run_lock(r):
         check(code == 0 and "stop requested" in out, f"the first run must end well, exit {code}:\n{out}")
         check("warning" not in out and "error" not in out, out)
     finally:
-        if first.proc.poll() is None:
-            first.proc.kill()
-            first.proc.wait()
+        if first.proc.poll() is None:  # a failed check: end the job (mpirun ends its ranks)
+            first.proc.terminate()
+            try:
+                first.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                first.proc.kill()
+                first.proc.wait()
     # Nobody holds the lock now: the next run takes it and removes the abandoned save.
     code, out, _ = r.run(2, sets=run + ["project.resume=latest", "training.max_steps=1"], expect=0)
     check(f"removed an abandoned checkpoint folder: {in_progress}" in out, out)
