@@ -18,7 +18,6 @@
 #include "memory_budget.hpp"
 #include "metrics_log.hpp"
 #include "model_from_config.hpp"
-#include "mpitrain/checkpoint/checkpoint_error.hpp"
 #include "mpitrain/checkpoint/checkpoint_layout.hpp"
 #include "mpitrain/checkpoint/rank_agreement.hpp"
 #include "mpitrain/engine/engine.hpp"
@@ -230,7 +229,15 @@ class TrainingRun {
       const MemoryNeed need = memory_need(config_, p_.sets.train->feature_size(), p_.sets.num_classes, comm_.size());
       check_memory(config_, need, comm_.local_size(), available_memory_bytes());
     });
-    if (!main()) p_.sets = make_datasets(config_);
+    if (!main()) {
+      // What rank 0 could read, this rank cannot (a file not shared with its node): a failure
+      // of this rank alone, which must end the job (MPI_Abort), not a config error.
+      try {
+        p_.sets = make_datasets(config_);
+      } catch (const ConfigError& e) {
+        throw std::runtime_error(e.what());
+      }
+    }
     p_.model = make_model(config_, p_.sets.train->feature_size(), p_.sets.num_classes);
     p_.optimizer = make_optimizer(config_, p_.model.module->parameters());
     p_.engine = std::make_unique<Engine>(config_checked("config", [&] { return engine_config(config_); }), comm_);
@@ -317,7 +324,7 @@ class TrainingRun {
         try {
           manager.verify(it->dir);
           chosen = it->dir.string();
-        } catch (const checkpoint::CheckpointError& e) {
+        } catch (const std::exception& e) {  // CheckpointError, or the file system's
           say(fmt::format("warning: resume: latest: {} fails verification ({}); trying the one before it",
                           it->dir.string(), e.what()));
         }

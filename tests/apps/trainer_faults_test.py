@@ -227,6 +227,9 @@ def scenario_classes(r):
 def scenario_start_checks(r):
     code, out, _ = r.run(2, "--config", r.work, expect=2)
     check_once(out, f"trainer: config error: {r.work}: --config names a folder, not a config file")
+    missing_config = os.path.join(r.work, "missing.yaml")
+    code, out, _ = r.run(2, "--config", missing_config, expect=2)
+    check_once(out, f"trainer: config error: {missing_config}: --config: cannot open the config file")
     missing = os.path.join(r.work, "missing-images.gz")
     code, out, _ = r.run(2, sets=[f"data.train.images={missing}"], expect=2)
     check_once(out, f"trainer: config error: --set data.train.images={missing}: data.train.images: IDX images "
