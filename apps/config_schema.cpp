@@ -46,6 +46,9 @@ std::vector<KeySpec> data_keys() {
       {"data.synthetic.features", K::integer, "784", "synthetic: features per example", false, {},
        1.0},
       {"data.synthetic.classes", K::integer, "10", "synthetic: number of classes", false, {}, 2.0},
+      {"data.classes", K::integer, "null",
+       "model outputs; labels must lie in [0, classes) (null: idx 10, hdf5 max label + 1)",
+       true, {}, 2.0},
       {"data.batch_size", K::integer, "64", "per rank (global, when split_batches)", false, {},
        1.0},
       {"data.shuffle", K::boolean, "true", "reshuffle every epoch (seed + epoch)"},
@@ -81,6 +84,8 @@ std::vector<KeySpec> training_keys() {
        false, {"no", "bf16", "fp16"}},
       {"training.nan_policy", K::choice, "error", "non-finite gradients: error | skip the step",
        false, {"error", "skip"}},
+      {"training.max_consecutive_skipped_steps", K::integer, "100",
+       "end the run (exit 1) after this many skipped steps in a row (0: never)", false, {}, 0.0},
       {"training.log_every", K::integer, "50", "steps between metrics lines", false, {}, 1.0},
       {"training.eval", K::boolean, "true", "evaluate on the test set after every epoch"},
   };

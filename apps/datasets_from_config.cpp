@@ -1,5 +1,7 @@
 #include "datasets_from_config.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 
@@ -40,14 +42,30 @@ class IndexRange final : public data::Dataset {
   mutable std::vector<std::size_t> shifted_;  // scratch; readers need not be thread-safe
 };
 
-std::shared_ptr<const data::Dataset> open(const std::string& kind, const DataSource& src) {
-  if (kind == "idx") {
-    return std::make_shared<data::IdxDataset>(data::IdxPaths{*src.images, *src.labels});
+// Returns the reader of `src` (the data.<split> keys). Its complaint, naming the file and
+// what is wrong (a missing or malformed file, a label outside [0, classes) with its
+// example's index), becomes a ConfigError naming the key of that file, so that the run ends
+// with exit 2 before training.
+std::shared_ptr<const data::Dataset> open(const TrainConfig& config, const std::string& split, const DataSource& src) {
+  const std::string& kind = config.data.kind;
+  const std::optional<std::size_t> classes =
+      config.data.classes ? std::optional<std::size_t>(static_cast<std::size_t>(*config.data.classes)) : std::nullopt;
+  std::string key = "data." + split + (kind == "idx" ? ".images" : ".file");
+  try {
+    if (kind == "idx") {
+      return std::make_shared<data::IdxDataset>(data::IdxPaths{*src.images, *src.labels}, classes.value_or(10));
+    }
+    data::Hdf5DatasetOptions options;
+    options.features = *src.features;
+    options.labels = *src.labels;
+    options.num_classes = classes;
+    return std::make_shared<data::Hdf5Dataset>(*src.file, options);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    if (what.find("IdxDataset: num_classes") != std::string::npos) key = "data.classes";
+    if (kind == "idx" && what.starts_with("IDX labels")) key = "data." + split + ".labels";
+    throw ConfigError(config.origin(key) + ": " + key + ": " + what);
   }
-  data::Hdf5DatasetOptions options;
-  options.features = *src.features;
-  options.labels = *src.labels;
-  return std::make_shared<data::Hdf5Dataset>(*src.file, options);
 }
 
 }  // namespace
@@ -68,28 +86,35 @@ DataSets make_datasets(const TrainConfig& config) {
                                                static_cast<std::size_t>(s.test_size));
     }
   } else {
-    sets.train = open(config.data.kind, config.data.train);
+    sets.train = open(config, "train", config.data.train);
     const DataSource& t = config.data.test;
     const bool has_test = config.data.kind == "idx" ? t.images.has_value() : t.file.has_value();
     if (has_test) {
       if (config.data.kind == "hdf5" && (!t.features || !t.labels)) {
         throw ConfigError("data.test: hdf5 data needs file, features and labels");
       }
-      sets.test = open(config.data.kind, t);
+      sets.test = open(config, "test", t);
     }
   }
+  if (sets.test && sets.test->feature_size() != sets.train->feature_size()) {
+    throw ConfigError("data.test: " + sets.test->describe() + " has " + std::to_string(sets.test->feature_size()) +
+                      " features per example, the training set " + std::to_string(sets.train->feature_size()));
+  }
+  if (config.data.classes) {
+    // The readers checked every label against it; synthetic data has its own class count.
+    sets.num_classes = static_cast<std::size_t>(*config.data.classes);
+    if (config.data.kind == "synthetic" && config.data.synthetic.classes > *config.data.classes) {
+      throw ConfigError(fmt::format("{}: data.classes: {} is fewer than the {} classes of data.synthetic.classes",
+                                    config.origin("data.classes"), *config.data.classes,
+                                    config.data.synthetic.classes));
+    }
+    return sets;
+  }
+  // Derived: the largest label + 1 over both sets (hdf5), so no label can be out of range.
   sets.num_classes = sets.train->num_classes().value_or(0);
+  if (sets.test) sets.num_classes = std::max(sets.num_classes, sets.test->num_classes().value_or(0));
   if (sets.num_classes < 2) {
     throw ConfigError("data.train: " + sets.train->describe() + " has fewer than 2 classes");
-  }
-  if (sets.test) {
-    if (sets.test->feature_size() != sets.train->feature_size()) {
-      throw ConfigError("data.test: " + sets.test->describe() + " has " +
-                        std::to_string(sets.test->feature_size()) +
-                        " features per example, the training set " +
-                        std::to_string(sets.train->feature_size()));
-    }
-    sets.num_classes = std::max(sets.num_classes, sets.test->num_classes().value_or(0));
   }
   return sets;
 }

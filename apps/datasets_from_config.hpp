@@ -13,12 +13,14 @@ namespace mpitrain::app {
 struct DataSets {
   std::shared_ptr<const data::Dataset> train;
   std::shared_ptr<const data::Dataset> test;  // null when there is no test set
-  std::size_t num_classes = 0;
+  std::size_t num_classes = 0;  // the model's outputs
 };
 
-// Returns the training and test sets. Throws ConfigError when the two disagree on the
-// feature size or the number of classes, and the readers' std::runtime_error (naming the
-// file and what is wrong) for unreadable or malformed files.
+// Returns the training and test sets, with num_classes = data.classes when set (every label
+// checked against it by the readers), otherwise derived (idx 10, hdf5 the largest label + 1 of
+// both sets, synthetic its own). Throws ConfigError naming the key: the two sets disagree on
+// the feature size, fewer than 2 classes, or a reader's complaint (missing or malformed file,
+// a label out of range with its example's index, naming the file).
 DataSets make_datasets(const TrainConfig& config);
 
 }  // namespace mpitrain::app

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -267,13 +268,19 @@ Values read_values(const std::string& path, const std::vector<std::string>& over
   }
   if (!path.empty()) {
     YAML::Node root;
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      throw ConfigError(path + ": --config names a folder, not a config file");
+    }
     try {
       root = YAML::LoadFile(path);
     } catch (const YAML::BadFile&) {
-      throw ConfigError(path + ": cannot open the config file");
+      throw ConfigError(path + ": --config: cannot open the config file");
     } catch (const YAML::ParserException& e) {
       throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ":" +
                         std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+    } catch (const std::exception& e) {  // the stream failing underneath (a read error)
+      throw ConfigError(path + ": --config: cannot read the config file: " + e.what());
     }
     if (!root.IsNull()) {
       if (!root.IsMap()) throw ConfigError(path + ": the config must be a mapping of keys");
@@ -307,6 +314,7 @@ void read_data(const Values& v, TrainConfig& c) {
   c.data.synthetic.test_size = v.at("data.synthetic.test_size").as<std::int64_t>();
   c.data.synthetic.features = v.at("data.synthetic.features").as<std::int64_t>();
   c.data.synthetic.classes = v.at("data.synthetic.classes").as<std::int64_t>();
+  c.data.classes = opt<std::int64_t>(v, "data.classes");
   c.data.batch_size = v.at("data.batch_size").as<std::int64_t>();
   c.data.shuffle = v.at("data.shuffle").as<bool>();
   c.data.drop_last = v.at("data.drop_last").as<bool>();
@@ -331,6 +339,7 @@ void read_optimization(const Values& v, TrainConfig& c) {
   c.training.max_grad_norm = opt<double>(v, "training.max_grad_norm");
   c.training.mixed_precision = v.at("training.mixed_precision").as<std::string>();
   c.training.nan_policy = v.at("training.nan_policy").as<std::string>();
+  c.training.max_consecutive_skipped_steps = v.at("training.max_consecutive_skipped_steps").as<std::int64_t>();
   c.training.log_every = v.at("training.log_every").as<std::int64_t>();
   c.training.eval = v.at("training.eval").as<bool>();
 }

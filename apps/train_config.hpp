@@ -50,6 +50,7 @@ struct TrainConfig {
     struct {
       std::int64_t train_size = 0, test_size = 0, features = 0, classes = 0;
     } synthetic;
+    std::optional<std::int64_t> classes;  // data.classes: the model's outputs; null: derived
     std::int64_t batch_size = 0;
     bool shuffle = true, drop_last = false, split_batches = false, even_batches = true;
   } data;
@@ -71,6 +72,7 @@ struct TrainConfig {
     std::optional<double> max_grad_norm;
     std::string mixed_precision;
     std::string nan_policy;
+    std::int64_t max_consecutive_skipped_steps = 100;  // 0: unlimited
     std::int64_t log_every = 50;
     bool eval = true;
   } training;

@@ -24,11 +24,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "agreed_error.hpp"
 #include "checkpoints_command.hpp"
 #include "env_report.hpp"
 #include "mpitrain/checkpoint/checkpoint_error.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
+#include "run_start.hpp"
 #include "self_check.hpp"
 #include "stop_signal.hpp"
 #include "train_config.hpp"
@@ -87,6 +89,8 @@ int train(const Options& options, Communicator& comm, const app::StopSignal& sto
   comm.set_timeout(std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(config.distributed.timeout_s)));
   const app::InjectedFault fault = app::parse_injected_fault(options.fault);
+  // Rank 0's checks and lock on project.dir (run_start.hpp), held until the run returns.
+  const app::RunStart started = app::start_run(config, comm);
   app::Watchdog watchdog(config.distributed.timeout_s, comm.rank(), [&comm](const std::string& text) {
     std::fprintf(stderr, "trainer: %s; aborting the job\n", text.c_str());
     std::fflush(stderr);
@@ -156,6 +160,9 @@ int main(int argc, char** argv) {
   } catch (const app::ConfigError& e) {
     report(*comm, "config error", e.what(), true);
     return 2;
+  } catch (const app::AgreedError& e) {
+    report(*comm, "error", e.what(), true);
+    return 1;
   } catch (const checkpoint::CheckpointError& e) {
     // The checkpoint layer agrees on every outcome: every rank holds this same error.
     report(*comm, "checkpoint error", e.what(), true);

@@ -11,15 +11,19 @@
 #include <stdexcept>
 #include <vector>
 
+#include "agreed_error.hpp"
 #include "checkpoint_folders.hpp"
 #include "config_checked.hpp"
 #include "datasets_from_config.hpp"
+#include "memory_budget.hpp"
 #include "metrics_log.hpp"
 #include "model_from_config.hpp"
 #include "mpitrain/checkpoint/checkpoint_layout.hpp"
+#include "mpitrain/checkpoint/rank_agreement.hpp"
 #include "mpitrain/engine/engine.hpp"
 #include "optimizer_from_config.hpp"
 #include "progress.hpp"
+#include "run_start.hpp"
 #include "scheduler_from_config.hpp"
 
 namespace mpitrain::app {
@@ -189,6 +193,7 @@ struct LoopState {
   std::uint64_t last_log_samples = 0;     // engine.samples_seen() then
   double loss_sum = 0.0;                  // this rank's micro-batch losses since then
   double loss_count = 0.0;
+  std::int64_t skipped_in_a_row = 0;      // optimizer steps skipped since the last one taken
   data::Batch batch;                      // buffers reused by every micro-step
   Tensor grad;
 };
@@ -214,10 +219,25 @@ class TrainingRun {
  private:
   // ---- set-up ----------------------------------------------------------------------------
 
-  // The data sets, the model, its optimizer and the engine.
+  // The data sets, the model, its optimizer and the engine. Rank 0 opens the data sets and
+  // checks the memory the run needs first; the other ranks follow its verdict, so a bad file
+  // or size is one config error (exit 2), not a failure of every rank.
   void set_up_model() {
     watchdog_.progress("loading the data sets");
-    p_.sets = make_datasets(config_);
+    agree_on_rank0(comm_, [&] {
+      p_.sets = make_datasets(config_);
+      const MemoryNeed need = memory_need(config_, p_.sets.train->feature_size(), p_.sets.num_classes, comm_.size());
+      check_memory(config_, need, comm_.local_size(), available_memory_bytes());
+    });
+    if (!main()) {
+      // What rank 0 could read, this rank cannot (a file not shared with its node): a failure
+      // of this rank alone, which must end the job (MPI_Abort), not a config error.
+      try {
+        p_.sets = make_datasets(config_);
+      } catch (const ConfigError& e) {
+        throw std::runtime_error(e.what());
+      }
+    }
     p_.model = make_model(config_, p_.sets.train->feature_size(), p_.sets.num_classes);
     p_.optimizer = make_optimizer(config_, p_.model.module->parameters());
     p_.engine = std::make_unique<Engine>(config_checked("config", [&] { return engine_config(config_); }), comm_);
@@ -275,13 +295,7 @@ class TrainingRun {
     const checkpoint::CheckpointManager& manager = engine.checkpoints();
     const std::string& resume = config_.project.resume;
     if (resume == "latest") {
-      double found = 0.0;
-      if (main()) found = manager.latest() ? 1.0 : 0.0;
-      if (engine.reduce(found, ReduceOp::max) > 0.0) {
-        engine.load_state();
-      } else {
-        say("resume: latest: no checkpoint yet, starting from scratch");
-      }
+      resume_latest();
     } else if (resume != "none") {
       engine.load_state(fs::path(resume));
     }
@@ -295,6 +309,37 @@ class TrainingRun {
     }
     s_.resumed_at = step();
     s_.last_saved = step();
+  }
+
+  // Loads the newest committed checkpoint that passes verification. A newer one that fails
+  // it is kept, named in a warning, and numbered past: the next save follows the newest.
+  void resume_latest() {
+    Engine& engine = *p_.engine;
+    checkpoint::CheckpointManager& manager = engine.checkpoints();
+    std::string chosen;
+    std::int64_t next = 0;
+    if (main()) {
+      const std::vector<checkpoint::CheckpointInfo> all = manager.list();
+      for (auto it = all.rbegin(); it != all.rend() && chosen.empty(); ++it) {
+        try {
+          manager.verify(it->dir);
+          chosen = it->dir.string();
+        } catch (const std::exception& e) {  // CheckpointError, or the file system's
+          say(fmt::format("warning: resume: latest: {} fails verification ({}); trying the one before it",
+                          it->dir.string(), e.what()));
+        }
+      }
+      if (chosen.empty() && !all.empty()) chosen = all.back().dir.string();  // loading it names the damage
+      next = all.empty() ? 0 : all.back().number + 1;
+    }
+    chosen = checkpoint::broadcast_string(comm_, chosen, 0);
+    comm_.broadcast(std::span<std::int64_t>(&next, 1), 0);
+    if (chosen.empty()) {
+      say("resume: latest: no checkpoint yet, starting from scratch");
+      return;
+    }
+    engine.load_state(fs::path(chosen));
+    manager.set_next_iteration(std::max(next, manager.next_iteration()));
   }
 
   // ---- the training loop -----------------------------------------------------------------
@@ -350,14 +395,29 @@ class TrainingRun {
     }
     const double lr = p_.optimizer->lr();
     const float scale = engine.loss_scale();
-    engine.step();
+    const bool stepped = engine.step();
     engine.zero_grad();
+    check_skipped(stepped, done);
     if (log_now) {
       log_metrics(done, lr, grad_norm, scale);
     } else if (main()) {
       progress_->update(epoch(), done, s_.loss_sum / std::max(1.0, s_.loss_count), samples_per_s());
     }
     return done;
+  }
+
+  // Counts steps skipped in a row (nan_policy skip, or the fp16 scaler backing off: every
+  // rank agrees, the gradients being synchronised) and throws AgreedError when they reach
+  // training.max_consecutive_skipped_steps.
+  void check_skipped(bool stepped, std::int64_t done) {
+    s_.skipped_in_a_row = stepped ? 0 : s_.skipped_in_a_row + 1;
+    const std::int64_t limit = config_.training.max_consecutive_skipped_steps;
+    if (limit == 0 || s_.skipped_in_a_row < limit) return;
+    throw AgreedError(fmt::format(
+        "{}: training.max_consecutive_skipped_steps: {} optimizer steps in a row were skipped for inf/NaN "
+        "gradients (steps {} to {}, training.nan_policy: {}, training.mixed_precision: {}); stopping the run",
+        config_.origin("training.max_consecutive_skipped_steps"), s_.skipped_in_a_row,
+        done - s_.skipped_in_a_row + 1, done, config_.training.nan_policy, config_.training.mixed_precision));
   }
 
   // ---- log ---------------------------------------------------------------------------------
@@ -457,6 +517,11 @@ class TrainingRun {
     const fs::path model_file = p_.engine->save_model(config_.project.dir);
     outcome_.steps = step();
     outcome_.seconds = seconds_since(started_);
+    const auto skipped = static_cast<std::int64_t>(p_.engine->state().skipped_steps);
+    if (skipped > 0) {
+      say(fmt::format("warning: {} of {} optimizer steps were skipped for inf/NaN gradients (training.nan_policy: {})",
+                      skipped, outcome_.steps, config_.training.nan_policy));
+    }
     say(fmt::format("{} after {} steps in {:.1f} s; weights in {}", outcome_.stopped_by_signal ? "stopped" : "done",
                     outcome_.steps, outcome_.seconds, model_file.string()));
   }

@@ -167,6 +167,11 @@ CheckpointManager::CheckpointManager(ProjectConfiguration config, const Communic
   next_ = config_.iteration.value_or(highest + 1);
 }
 
+void CheckpointManager::set_next_iteration(std::int64_t number) {
+  if (number < 0) throw std::invalid_argument("CheckpointManager::set_next_iteration: negative number");
+  next_ = number;
+}
+
 fs::path CheckpointManager::checkpoints_dir() const {
   return config_.project_dir / kCheckpointsFolder;
 }

@@ -125,6 +125,10 @@ class CheckpointManager {
   std::filesystem::path checkpoints_dir() const;
   // Returns the number the next automatic save will use.
   std::int64_t next_iteration() const noexcept { return next_; }
+  // Makes the next automatic save checkpoint_<number>: after loading an older checkpoint
+  // past a newer one that failed verification (kept, not overwritten), say. Local: call it
+  // on every rank with the same number. Throws std::invalid_argument for a negative number.
+  void set_next_iteration(std::int64_t number);
   // Returns the folders removed as abandoned at construction (rank 0; empty elsewhere).
   const std::vector<std::filesystem::path>& removed_at_start() const noexcept {
     return removed_at_start_;
