@@ -1,10 +1,12 @@
 #include "training_run.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -17,8 +19,11 @@
 #include "metrics_log.hpp"
 #include "model_from_config.hpp"
 #include "mpitrain/checkpoint/checkpoint_layout.hpp"
+#include "mpitrain/checkpoint/file_hash.hpp"
+#include "mpitrain/checkpoint/state_file.hpp"
 #include "mpitrain/engine/engine.hpp"
 #include "optimizer_from_config.hpp"
+#include "previous_run.hpp"
 #include "progress.hpp"
 #include "scheduler_from_config.hpp"
 
@@ -94,13 +99,18 @@ struct EvalResult {
 // Returns the mean loss and metric over the whole test set. Every rank scores its shard; the
 // real examples' (loss, metric) rows are gathered once at the end with gather_for_metrics,
 // so each test example counts exactly once whatever the padding, and ranks with different
-// batch counts (even_batches: false) still meet in one collective.
-EvalResult evaluate(Engine& engine, nn::Module& model, const Objective& objective, data::DataLoader& loader) {
+// batch counts (even_batches: false) still meet in one collective. `on_batch` is called with
+// the number of this rank's batches scored so far.
+EvalResult evaluate(Engine& engine, nn::Module& model, const Objective& objective, data::DataLoader& loader,
+                    const std::function<void(std::int64_t)>& on_batch) {
   model.train(false);
   loader.set_epoch(0);
   std::vector<float> rows;  // (examples, 2): loss, metric
   data::Batch batch;
-  while (loader.next(batch)) objective.score(model.forward(batch.features), batch, rows);
+  for (std::int64_t done = 1; loader.next(batch); ++done) {
+    objective.score(model.forward(batch.features), batch, rows);
+    on_batch(done);
+  }
   model.train(true);
   Tensor mine({rows.size() / 2, 2});
   std::copy(rows.begin(), rows.end(), mine.data());
@@ -197,10 +207,11 @@ struct LoopState {
 class TrainingRun {
  public:
   TrainingRun(const TrainConfig& config, const Communicator& comm, const StopSignal& stop, Watchdog& watchdog,
-              std::FILE* out, const InjectedFault& fault)
-      : config_(config), comm_(comm), stop_(stop), watchdog_(watchdog), out_(out), fault_(fault) {}
+              Log& log, const InjectedFault& fault)
+      : config_(config), comm_(comm), stop_(stop), watchdog_(watchdog), log_(log), fault_(fault) {}
 
   TrainingOutcome run() {
+    check_project_dir();
     set_up_model();
     set_up_loaders();
     set_up_output();
@@ -213,6 +224,26 @@ class TrainingRun {
 
  private:
   // ---- set-up ----------------------------------------------------------------------------
+
+  // A fresh run into a project.dir that holds another run's metrics or checkpoints is a
+  // ConfigError, unless project.overwrite removes that run first (previous_run.hpp). Rank 0
+  // looks and removes (every rank sees the same shared folder); the others learn by a
+  // collective, so that no rank has started before the folder is clean.
+  void check_project_dir() {
+    if (config_.project.resume != "none") return;
+    std::vector<std::string> found;
+    if (main()) found = previous_run_files(config_.project.dir);
+    if (main() && !found.empty() && config_.project.overwrite) {
+      const std::vector<std::string> removed = remove_previous_run(config_.project.dir);
+      say(fmt::format("project.overwrite: removed the earlier run's {} from {}", fmt::join(removed, ", "),
+                      config_.project.dir));
+      found.clear();
+    }
+    const double mine = found.empty() ? 0.0 : 1.0;
+    double refused = 0.0;
+    comm_.allreduce(&mine, &refused, 1, DType::f64, ReduceOp::max);
+    if (refused > 0.0) throw ConfigError(main() ? previous_run_message(config_, found) : std::string());
+  }
 
   // The data sets, the model, its optimizer and the engine.
   void set_up_model() {
@@ -244,13 +275,19 @@ class TrainingRun {
     }
   }
 
-  // metrics.jsonl (rank 0), the progress display, and the first line.
+  // metrics.jsonl (rank 0) and its run header, the progress display, and the first line.
   void set_up_output() {
     if (main()) {
       fs::create_directories(config_.project.dir);
       metrics_.emplace((fs::path(config_.project.dir) / "metrics.jsonl").string());
+      const std::string& yaml = config_.yaml;
+      const RunHeader header{new_run_id(), utc_now_iso8601(), checkpoint::mpitrain_version(), comm_.size(),
+                             checkpoint::xxh3_128_hex(std::span(
+                                 reinterpret_cast<const unsigned char*>(yaml.data()), yaml.size()))};
+      metrics_->write(header);
+      log_.debug("run {} started {}, config {}", header.run_id, header.start_time, header.config_hash);
     }
-    progress_.emplace(p_.length.total, config_.training.log_every, out_);
+    progress_.emplace(p_.length.total, config_.training.log_every, log_);
     const int nodes = comm_.node_count();
     say(fmt::format("mpitrain: {} rank{} on {} node{}; train {} ({} batches of {} per rank and epoch); "
                     "{} steps ({} per epoch)",
@@ -292,6 +329,11 @@ class TrainingRun {
     if (engine.step_count() > 0 || engine.batches_in_epoch() > 0) {
       say(fmt::format("resumed at step {} (epoch {}, batch {} of the epoch)", engine.step_count(), engine.epoch(),
                       engine.batches_in_epoch()));
+    }
+    // Lines an interrupted run logged after this step are superseded (DESIGN.md section 7).
+    if (metrics_ && resume != "none") {
+      const std::optional<fs::path> from = resume == "latest" ? manager.latest() : std::optional<fs::path>(resume);
+      metrics_->write(ResumeMarker{step(), epoch(), from ? from->string() : std::string()});
     }
     s_.resumed_at = step();
     s_.last_saved = step();
@@ -397,7 +439,12 @@ class TrainingRun {
     s_.last_evaluated_epoch = epoch;
     if (!p_.test_loader) return;
     watchdog_.progress("evaluating after step", step());
-    const EvalResult r = evaluate(*p_.engine, *p_.model.module, *p_.model.objective, *p_.test_loader);
+    if (main()) progress_->begin_eval(epoch, static_cast<std::int64_t>(p_.test_loader->batches_per_epoch()));
+    const EvalResult r = evaluate(*p_.engine, *p_.model.module, *p_.model.objective, *p_.test_loader,
+                                  [this](std::int64_t done) {
+                                    if (main()) progress_->update_eval(done);
+                                  });
+    if (main()) progress_->end_eval();
     outcome_.test_accuracy = r.metric;
     outcome_.test_loss = r.loss;
     if (metrics_) metrics_->write(EvalMetrics{step(), epoch, r.loss, r.metric, r.samples});
@@ -430,7 +477,9 @@ class TrainingRun {
     s_.last_saved = step();
     outcome_.last_checkpoint = r.dir.string();
     say(fmt::format("step {}: saved {}", step(), r.dir.string()));
-    for (const std::string& w : r.warnings) say(fmt::format("warning: {}", w));
+    for (const std::string& w : r.warnings) {
+      if (main()) log_.warn("{}", w);
+    }
   }
 
   // ---- stop --------------------------------------------------------------------------------
@@ -466,16 +515,17 @@ class TrainingRun {
   bool main() const { return comm_.rank() == 0; }
   std::int64_t step() const { return static_cast<std::int64_t>(p_.engine->step_count()); }
   std::int64_t epoch() const { return static_cast<std::int64_t>(p_.engine->epoch()); }
-  // Rank 0 shows `text` on its own line; the other ranks stay quiet.
+  // Rank 0 shows `text` on its own line (an info line of the Log, which clears the progress
+  // line first and redraws it after); the other ranks stay quiet.
   void say(const std::string& text) {
-    if (main()) progress_->message(text.c_str());
+    if (main()) log_.info("{}", text);
   }
 
   const TrainConfig& config_;
   const Communicator& comm_;
   const StopSignal& stop_;
   Watchdog& watchdog_;
-  std::FILE* out_;
+  Log& log_;
   const InjectedFault& fault_;
   const Clock::time_point started_ = Clock::now();
   RunParts p_;
@@ -488,8 +538,8 @@ class TrainingRun {
 }  // namespace
 
 TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm, const StopSignal& stop,
-                             Watchdog& watchdog, std::FILE* out, const InjectedFault& fault) {
-  return TrainingRun(config, comm, stop, watchdog, out, fault).run();
+                             Watchdog& watchdog, Log& log, const InjectedFault& fault) {
+  return TrainingRun(config, comm, stop, watchdog, log, fault).run();
 }
 
 }  // namespace mpitrain::app
