@@ -78,30 +78,50 @@ std::string Progress::format_duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
-std::string Progress::compose(std::string_view left, double fraction, std::string_view right, int columns) {
+std::string Progress::compose(std::string_view left, double fraction, std::string_view count,
+                              std::initializer_list<std::string_view> fields, int columns) {
+  constexpr std::size_t kMinBar = 10;
   const auto usable = static_cast<std::size_t>(std::max(columns - 1, 1));
+  std::size_t used = left.size() + count.size() + kMinBar + 2;  // 2: the brackets
+  const bool bar = used <= usable;
+  if (!bar) used -= kMinBar + 2;
+  std::string tail(count);
+  for (std::string_view field : fields) {
+    if (used + field.size() > usable) break;
+    used += field.size();
+    tail += field;
+  }
   std::string line(left);
-  const std::size_t fixed = left.size() + right.size() + 2;  // the brackets
-  if (usable >= fixed + 5) {
-    const std::size_t width = usable - fixed;
+  if (bar) {
+    const std::size_t width = kMinBar + (usable - used);
     const auto filled = static_cast<std::size_t>(static_cast<double>(width) * std::clamp(fraction, 0.0, 1.0));
     line.push_back('[');
     line.append(filled, '#');
     line.append(width - filled, '.');
     line.push_back(']');
   }
-  line += right;
+  line += tail;
   if (line.size() > usable) line.resize(usable);
   return line;
+}
+
+std::string Progress::format_rate(double per_second) {
+  if (!(per_second < 999.5)) {
+    if (per_second < 999.5e3) return fmt::format("{:.1f}k", per_second / 1e3);
+    if (per_second < 999.5e6) return fmt::format("{:.2f}M", per_second / 1e6);
+    return fmt::format("{:.2f}G", per_second / 1e9);
+  }
+  return fmt::format("{:.0f}", std::max(per_second, 0.0));
 }
 
 std::string Progress::training_line(int columns) const {
   const std::string eta = seconds_per_step_.has_value()
                               ? format_duration(seconds_per_step_.value() * static_cast<double>(total_ - step_))
                               : std::string("?");
-  const std::string right = fmt::format(" {}/{} {:3}% loss {:.4f} {:.0f} samples/s ETA {}", step_, total_,
-                                        percent(step_, total_), loss_, rate_.value(), eta);
-  return compose(fmt::format("epoch {} ", epoch_), static_cast<double>(step_) / static_cast<double>(total_), right,
+  return compose(fmt::format("epoch {} ", epoch_), static_cast<double>(step_) / static_cast<double>(total_),
+                 fmt::format(" {}/{}", step_, total_),
+                 {fmt::format(" {:3}%", percent(step_, total_)), fmt::format(" ETA {}", eta),
+                  fmt::format(" loss {:.4f}", loss_), fmt::format(" {} samples/s", format_rate(rate_.value()))},
                  columns);
 }
 
@@ -110,11 +130,11 @@ std::string Progress::eval_line(int columns) const {
       seconds_per_batch_.has_value()
           ? format_duration(seconds_per_batch_.value() * static_cast<double>(eval_total_ - eval_done_))
           : std::string("?");
-  const std::string right =
-      fmt::format(" {}/{} batches {:3}% ETA {}", eval_done_, eval_total_, percent(eval_done_, eval_total_), eta);
   const double fraction =
       eval_total_ > 0 ? static_cast<double>(eval_done_) / static_cast<double>(eval_total_) : 1.0;
-  return compose(fmt::format("eval epoch {} ", eval_epoch_), fraction, right, columns);
+  return compose(fmt::format("eval epoch {} ", eval_epoch_), fraction, fmt::format(" {}/{} batches", eval_done_, eval_total_),
+                 {fmt::format(" {:3}%", percent(eval_done_, eval_total_)), fmt::format(" ETA {}", eta)},
+                 columns);
 }
 
 int Progress::columns() const {

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -70,9 +71,14 @@ class Progress final : public LiveLine {
 
   // Returns "1h02m03s" / "2m03s" / "3s".
   static std::string format_duration(double seconds);
-  // Returns the line: `left`, a bar of '#' and '.' filling what `right` leaves of
-  // `columns` - 1 (no bar under 5 characters), `right`; cut to `columns` - 1 characters.
-  static std::string compose(std::string_view left, double fraction, std::string_view right, int columns);
+  // Returns the line: `left`, a bar of '#' and '.' in brackets, `count`, then as many of
+  // `fields` (most important first) as leave the bar 10 characters, the bar filling the rest
+  // of `columns` - 1. When not even `left`, a bar of 10 and `count` fit, there is no bar,
+  // and the line is cut to `columns` - 1 characters. So the line never wraps.
+  static std::string compose(std::string_view left, double fraction, std::string_view count,
+                             std::initializer_list<std::string_view> fields, int columns);
+  // Returns 950, 99.8k, 1.15M: a rate with an SI prefix, as tqdm's unit_scale.
+  static std::string format_rate(double per_second);
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -26,18 +26,31 @@ TEST(Progress, FormatsDurations) {
   EXPECT_EQ(Progress::format_duration(-5), "0s");
 }
 
-TEST(Progress, ComposeFillsTheWidthLessOneAndNeverMore) {
-  // 20 columns: 19 characters, "ab " (3) + a bar of 9 in brackets (11) + " 5/10" (5).
-  EXPECT_EQ(Progress::compose("ab ", 0.5, " 5/10", 20), "ab [####.....] 5/10");
-  EXPECT_EQ(Progress::compose("ab ", 0.5, " 5/10", 20).size(), 19u);
-  for (int columns : {1, 2, 10, 30, 60, 80, 120}) {
-    const std::string line = Progress::compose("epoch 12 ", 0.37, " 1044/2345 loss 0.3598 62989 samples/s ETA 1m02s",
-                                               columns);
+TEST(Progress, FormatsRatesWithSiPrefixes) {
+  EXPECT_EQ(Progress::format_rate(0), "0");
+  EXPECT_EQ(Progress::format_rate(950), "950");
+  EXPECT_EQ(Progress::format_rate(99774), "99.8k");
+  EXPECT_EQ(Progress::format_rate(1148760), "1.15M");
+}
+
+TEST(Progress, ComposeFillsTheWidthLessOneDroppingFieldsBeforeTheBarAndNeverWraps) {
+  // 30 columns: 29 characters; the fields that fit beside a bar of 10, the bar takes the rest.
+  EXPECT_EQ(Progress::compose("ab ", 0.5, " 5/10", {" x", " ETA 3s"}, 30), "ab [#####.....] 5/10 x ETA 3s");
+  EXPECT_EQ(Progress::compose("ab ", 0.5, " 5/10", {" x", " ETA 3s"}, 29), "ab [########........] 5/10 x");
+  EXPECT_EQ(Progress::compose("ab ", 0.5, " 5/10", {" x", " ETA 3s"}, 40),
+            "ab [##########..........] 5/10 x ETA 3s");
+  // A field that does not fit ends the list: the less important ones after it go too.
+  EXPECT_EQ(Progress::compose("ab ", 1.0, " 5/5", {" long field", " y"}, 22), "ab [############] 5/5");
+  for (int columns : {1, 2, 10, 30, 60, 80, 120, 200}) {
+    const std::string line = Progress::compose(
+        "epoch 12 ", 0.37, " 1044/2345", {"  44%", " ETA 1m02s", " loss 0.3598", " 62.9k samples/s"}, columns);
     EXPECT_LE(line.size(), static_cast<std::size_t>(std::max(columns - 1, 1))) << columns << ": " << line;
+    if (columns >= 60) {
+      EXPECT_NE(line.find("] 1044/2345  44% ETA 1m02s loss 0.3598"), std::string::npos) << line;
+    }
   }
   // Too narrow for a bar: the text alone, cut.
-  EXPECT_EQ(Progress::compose("epoch 1 ", 1.0, " 10/10 loss 1.0", 12), "epoch 1  10");
-  EXPECT_EQ(Progress::compose("e ", 1.0, " 1", 20), "e [#############] 1");
+  EXPECT_EQ(Progress::compose("epoch 1 ", 1.0, " 10/10", {" loss 1.0"}, 12), "epoch 1  10");
 }
 
 TEST(Progress, PlainLinesEveryLogEveryStepsWhenNotATerminal) {
@@ -81,12 +94,12 @@ TEST(Progress, MessagesClearTheLineAndTheFinalStateIsDrawnBeforeTheLastMessage) 
   }
   const std::string text = contents(f);
   EXPECT_NE(text.find("\reval epoch 0 ["), std::string::npos) << text;
-  EXPECT_NE(text.find(" 4/4 batches"), std::string::npos) << text;
+  EXPECT_NE(text.find("] 4/4 batches 100%"), std::string::npos) << text;
   // The message replaces the (cleared) line, then the training line comes back at 10/10.
   const std::string message = "\r\033[K[rank 0] epoch 0: test accuracy 90.00%\n\repoch 0 [";
   ASSERT_NE(text.find(message), std::string::npos) << text;
   const std::string tail = text.substr(text.find(message) + message.size());
-  EXPECT_NE(tail.find(" 10/10 100% loss 0.5000"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("] 10/10 100% ETA 0s loss 0.5000"), std::string::npos) << tail;
   // The final state, then a newline, then the last message: never on the bar's line.
   const std::size_t done = text.find("[rank 0] done\n");
   ASSERT_NE(done, std::string::npos) << text;
