@@ -275,17 +275,11 @@ class TrainingRun {
     }
   }
 
-  // metrics.jsonl (rank 0) and its run header, the progress display, and the first line.
+  // metrics.jsonl (rank 0), the progress display, and the first line.
   void set_up_output() {
     if (main()) {
       fs::create_directories(config_.project.dir);
       metrics_.emplace((fs::path(config_.project.dir) / "metrics.jsonl").string());
-      const std::string& yaml = config_.yaml;
-      const RunHeader header{new_run_id(), utc_now_iso8601(), checkpoint::mpitrain_version(), comm_.size(),
-                             checkpoint::xxh3_128_hex(std::span(
-                                 reinterpret_cast<const unsigned char*>(yaml.data()), yaml.size()))};
-      metrics_->write(header);
-      log_.debug("run {} started {}, config {}", header.run_id, header.start_time, header.config_hash);
     }
     progress_.emplace(p_.length.total, config_.training.log_every, log_);
     const int nodes = comm_.node_count();
@@ -330,13 +324,25 @@ class TrainingRun {
       say(fmt::format("resumed at step {} (epoch {}, batch {} of the epoch)", engine.step_count(), engine.epoch(),
                       engine.batches_in_epoch()));
     }
-    // Lines an interrupted run logged after this step are superseded (DESIGN.md section 7).
-    if (metrics_ && resume != "none") {
-      const std::optional<fs::path> from = resume == "latest" ? manager.latest() : std::optional<fs::path>(resume);
-      metrics_->write(ResumeMarker{step(), epoch(), from ? from->string() : std::string()});
-    }
+    if (metrics_) write_run_start(resume == "latest" ? manager.latest() : std::optional<fs::path>(resume));
     s_.resumed_at = step();
     s_.last_saved = step();
+  }
+
+  // The run's header line in metrics.jsonl (rank 0), once the run is known to start, and for
+  // a resumed run (`from`: the checkpoint, or none when resume: latest found none) the
+  // marker: lines an interrupted run logged after this step are superseded (DESIGN.md
+  // section 7).
+  void write_run_start(const std::optional<fs::path>& from) {
+    const std::string& yaml = config_.yaml;
+    const RunHeader header{
+        new_run_id(), utc_now_iso8601(), checkpoint::mpitrain_version(), comm_.size(),
+        checkpoint::xxh3_128_hex(std::span(reinterpret_cast<const unsigned char*>(yaml.data()), yaml.size()))};
+    metrics_->write(header);
+    log_.debug("run {} started {}, config {}", header.run_id, header.start_time, header.config_hash);
+    if (config_.project.resume != "none") {
+      metrics_->write(ResumeMarker{step(), epoch(), from ? from->string() : std::string()});
+    }
   }
 
   // ---- the training loop -----------------------------------------------------------------
