@@ -26,4 +26,9 @@ void Log::write(LogLevel level, std::string_view text) {
   if (live_ != nullptr) live_->redraw();
 }
 
+void Log::alert(std::string_view text) {
+  fmt::print(err_, "\n[rank {}] {}\n", rank_, text);
+  std::fflush(err_);
+}
+
 }  // namespace mpitrain::app

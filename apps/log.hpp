@@ -52,6 +52,11 @@ class Log {
     if (enabled(LogLevel::debug)) write(LogLevel::debug, fmt::format(f, std::forward<Args>(args)...));
   }
 
+  // Writes an error line from a thread other than the one that draws the live line (the
+  // watchdog's): it starts with a newline instead of touching the live line, so it never
+  // lands inside the bar and never races with its drawing.
+  void alert(std::string_view text);
+
   // The line to clear before each message and redraw after it (nullptr: none). The
   // LiveLine detaches itself before it is destroyed.
   void set_live_line(LiveLine* line) { live_ = line; }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "checkpoints_command.hpp"
 #include "env_report.hpp"
@@ -96,12 +97,24 @@ int train(const Options& options, Communicator& comm, const app::StopSignal& sto
       std::chrono::duration<double>(config.distributed.timeout_s)));
   const app::InjectedFault fault = app::parse_injected_fault(options.fault);
   app::Watchdog watchdog(config.distributed.timeout_s, comm.rank(), [&comm, &log](const std::string& text) {
-    log.error("trainer: {}; aborting the job", text);
+    log.alert(fmt::format("trainer: {}; aborting the job", text));  // the watchdog's thread
     comm.abort(1);
   });
   const app::TrainingOutcome outcome = app::run_training(config, comm, stop, watchdog, log, fault);
   (void)outcome;
   return 0;
+}
+
+// Returns this rank's Log at the level MPITRAIN_LOG_LEVEL names, or nothing (rank 0 said why)
+// when it names none.
+std::optional<app::Log> make_log(const Communicator& comm) {
+  try {
+    return app::Log(comm.rank(), app::parse_log_level(std::getenv("MPITRAIN_LOG_LEVEL")), stdout, stderr);
+  } catch (const std::invalid_argument& e) {
+    app::Log errors(comm.rank(), app::LogLevel::error, stdout, stderr);
+    report(errors, comm, "config error", e.what(), true);
+    return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -119,14 +132,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const bool main_rank = comm->rank() == 0;
-  std::optional<app::Log> log;
-  try {
-    log.emplace(comm->rank(), app::parse_log_level(std::getenv("MPITRAIN_LOG_LEVEL")), stdout, stderr);
-  } catch (const std::invalid_argument& e) {
-    app::Log errors(comm->rank(), app::LogLevel::error, stdout, stderr);
-    report(errors, *comm, "config error", e.what(), true);
-    return 2;
-  }
+  std::optional<app::Log> log = make_log(*comm);
+  if (!log) return 2;
 
   Options options;
   CLI::App app("mpitrain trainer: data-parallel training of an MLP on MPI.\n"

@@ -77,5 +77,18 @@ TEST(Log, ClearsTheLiveLineBeforeEachShownMessageAndRedrawsItAfter) {
   EXPECT_EQ(contents(out), "[rank 0] shown\n[rank 0] after\n");
 }
 
+TEST(Log, AlertsFromAnotherThreadStartOnAFreshLineWithoutTouchingTheLiveLine) {
+  std::FILE* err = std::tmpfile();
+  ASSERT_NE(err, nullptr);
+  std::vector<std::string> events;
+  RecordingLine line(&events);
+  Log log(1, LogLevel::error, stdout, err);
+  log.set_live_line(&line);
+  log.alert("trainer: rank 1: no progress for 3 s");
+  log.set_live_line(nullptr);
+  EXPECT_TRUE(events.empty());
+  EXPECT_EQ(contents(err), "\n[rank 1] trainer: rank 1: no progress for 3 s\n");
+}
+
 }  // namespace
 }  // namespace mpitrain::app
