@@ -24,9 +24,11 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The default run: the MLP 784-256-256-10 on Fashion-MNIST, 5 epochs, 2 ranks.
+# The default run: the MLP 784-256-256-10 on Fashion-MNIST, 5 epochs, 2 ranks. Each `make train`
+# trains afresh: project.overwrite removes the previous run's metrics and checkpoints (a fresh run
+# into a used project.dir is otherwise refused; resume it with --set project.resume=latest).
 train: build
-	$(MPIRUN) $(BUILD)/apps/trainer --config configs/fashion_mnist_mlp.yaml
+	$(MPIRUN) $(BUILD)/apps/trainer --config configs/fashion_mnist_mlp.yaml --set project.overwrite=true
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

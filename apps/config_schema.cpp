@@ -112,6 +112,8 @@ std::vector<KeySpec> run_keys() {
       {"project.save_every_steps", K::integer, "null", "save a checkpoint every N steps", true,
        {}, 1.0},
       {"project.resume", K::string, "none", "none | latest | PATH of a checkpoint"},
+      {"project.overwrite", K::boolean, "false",
+       "a fresh run removes an earlier run's metrics, checkpoints and model first"},
   };
 }
 

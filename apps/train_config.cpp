@@ -221,8 +221,9 @@ std::optional<T> opt(const Values& v, const std::string& key) {
   return n.as<T>();
 }
 
-// Returns the YAML rendering of `values` (or of the defaults, with comments).
-std::string render(const Values* values) {
+// Returns the YAML rendering of `values` (or of the defaults, with comments); with
+// `origins`, each key's comment starts with where its value came from.
+std::string render(const Values* values, const Origins* origins = nullptr) {
   std::ostringstream out;
   std::vector<std::string> open;  // currently open section path components
   for (const KeySpec& k : config_schema()) {
@@ -245,7 +246,9 @@ std::string render(const Values* values) {
     }
     const std::string indent(2 * (parts.size() - 1), ' ');
     std::string value(k.default_yaml);
-    if (values != nullptr) {
+    const auto set_at = origins != nullptr ? origins->find(path) : Origins::const_iterator{};
+    const bool is_default = origins != nullptr && set_at == origins->end();
+    if (values != nullptr && !is_default) {
       YAML::Emitter e;
       e << YAML::Flow << values->at(path);
       value = e.c_str();
@@ -253,7 +256,8 @@ std::string render(const Values* values) {
       if (value == "no") value = "\"no\"";
     }
     out << indent << parts.back() << ": " << value;
-    if (values == nullptr) out << "  # " << k.help;
+    if (origins != nullptr) out << "  # [" << (is_default ? std::string("default") : set_at->second) << "]";
+    if (values == nullptr || origins != nullptr) out << (origins != nullptr ? " " : "  # ") << k.help;
     out << "\n";
   }
   return out.str();
@@ -356,6 +360,7 @@ void read_run(const Values& v, TrainConfig& c) {
   c.project.total_limit = opt<std::int64_t>(v, "project.total_limit");
   c.project.save_every_steps = opt<std::int64_t>(v, "project.save_every_steps");
   c.project.resume = v.at("project.resume").as<std::string>();
+  c.project.overwrite = v.at("project.overwrite").as<bool>();
 }
 
 // Throws ConfigError for settings that are valid alone but not together; `where` is the
@@ -393,6 +398,13 @@ void check_combinations(const TrainConfig& c, const std::string& where) {
 }  // namespace
 
 std::string default_config_yaml() { return render(nullptr); }
+
+std::string effective_config_yaml(const std::string& path, const std::vector<std::string>& overrides) {
+  (void)load_config(path, overrides);  // every check of a run
+  Origins origins;
+  const Values v = read_values(path, overrides, origins);
+  return render(&v, &origins);
+}
 
 std::string TrainConfig::origin(const std::string& key) const {
   const auto it = origins.find(key);

@@ -89,6 +89,7 @@ struct TrainConfig {
     std::optional<std::int64_t> total_limit;
     std::optional<std::int64_t> save_every_steps;
     std::string resume;
+    bool overwrite = false;  // a fresh run may replace an earlier run in dir (previous_run.hpp)
   } project;
 
   // The effective configuration as YAML (every key, defaults filled in): what the run used.
@@ -108,7 +109,13 @@ struct TrainConfig {
 // v read as a YAML scalar or flow list) applied in order. Throws ConfigError.
 TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides);
 
-// Returns the full default configuration as commented YAML (`trainer print-config`).
+// Returns the full default configuration as commented YAML.
 std::string default_config_yaml();
+
+// Returns the effective configuration of `path` and `overrides` (as load_config, which
+// checks it) as YAML, each key commented with where its value came from, then its help:
+// "epochs: 9  # [--set training.epochs=9] passes over the training set"; "[default]",
+// "[run.yaml:3:11]" (file:line:column of the value). `trainer print-config`.
+std::string effective_config_yaml(const std::string& path, const std::vector<std::string>& overrides);
 
 }  // namespace mpitrain::app

@@ -1,10 +1,16 @@
 // trainer: the mpitrain command line (DESIGN.md section 6).
 //
 //   mpirun -np N trainer --config run.yaml [--set key.path=value ...]
-//   trainer print-config            the full default config, commented
+//   trainer [--config run.yaml] [--set ...] print-config
+//                                   the effective config, each key with where it came from
+//   trainer --version               the mpitrain version
 //   trainer env                     versions, ranks, nodes, threads
 //   trainer check                   collectives checked in closed form, bandwidth table
 //   trainer checkpoints list|verify DIR
+//
+// With no arguments at all the trainer prints its usage and exits 2 (it used to train the
+// defaults into ./runs/default). Messages go through one Log (log.hpp): a rank prefix and
+// MPITRAIN_LOG_LEVEL.
 //
 // Exit codes: 0 done (also after a SIGTERM/SIGUSR1 stop, once the checkpoint is saved);
 // 2 bad usage or config (rank 0 prints the message, naming the key and file:line, and every
@@ -15,6 +21,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <optional>
 #include <sstream>
@@ -23,11 +30,14 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "agreed_error.hpp"
 #include "checkpoints_command.hpp"
 #include "env_report.hpp"
+#include "log.hpp"
 #include "mpitrain/checkpoint/checkpoint_error.hpp"
+#include "mpitrain/checkpoint/state_file.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
 #include "run_start.hpp"
@@ -50,20 +60,19 @@ struct Options {
 
 // Prints the message of a failure that every rank saw the same way (rank 0 only), or of
 // one that may be this rank's alone (every failing rank, with its rank).
-void report(const Communicator& comm, const char* what, const std::string& message, bool shared) {
+void report(app::Log& log, const Communicator& comm, const char* what, const std::string& message, bool shared) {
   if (shared && comm.rank() != 0) return;
   if (shared) {
-    std::fprintf(stderr, "trainer: %s: %s\n", what, message.c_str());
+    log.error("trainer: {}: {}", what, message);
   } else {
-    std::fprintf(stderr, "trainer: %s on rank %d of %d: %s\n", what, comm.rank(), comm.size(), message.c_str());
+    log.error("trainer: {} on rank {} of {}: {}", what, comm.rank(), comm.size(), message);
   }
-  std::fflush(stderr);
 }
 
 // Returns the exit code of `trainer checkpoints list|verify DIR`. Rank 0 alone reads the
 // folder; whatever happens there, it reaches the broadcast, so the other ranks never wait
 // for it, and every rank exits with its code.
-int checkpoints_command(bool list, const std::string& dir, const Communicator& comm) {
+int checkpoints_command(bool list, const std::string& dir, const Communicator& comm, app::Log& log) {
   int code = 0;
   if (comm.rank() == 0) {
     try {
@@ -71,7 +80,7 @@ int checkpoints_command(bool list, const std::string& dir, const Communicator& c
                   : app::verify_checkpoints_command(dir, stdout, stderr);
     } catch (const std::exception& e) {
       std::fflush(stdout);
-      std::fprintf(stderr, "trainer checkpoints %s: %s\n", list ? "list" : "verify", e.what());
+      log.error("trainer checkpoints {}: {}", list ? "list" : "verify", e.what());
       code = 1;
     }
     std::fflush(stdout);
@@ -81,7 +90,7 @@ int checkpoints_command(bool list, const std::string& dir, const Communicator& c
   return code;
 }
 
-int train(const Options& options, Communicator& comm, const app::StopSignal& stop) {
+int train(const Options& options, Communicator& comm, const app::StopSignal& stop, app::Log& log) {
   const app::TrainConfig config = app::load_config(options.config, options.overrides);
   if (config.distributed.algorithm_table) comm.use_algorithm_table(*config.distributed.algorithm_table);
   // A rank waiting in a shared-memory collective gives up as the watchdog would, naming the
@@ -91,14 +100,25 @@ int train(const Options& options, Communicator& comm, const app::StopSignal& sto
   const app::InjectedFault fault = app::parse_injected_fault(options.fault);
   // Rank 0's checks and lock on project.dir (run_start.hpp), held until the run returns.
   const app::RunStart started = app::start_run(config, comm);
-  app::Watchdog watchdog(config.distributed.timeout_s, comm.rank(), [&comm](const std::string& text) {
-    std::fprintf(stderr, "trainer: %s; aborting the job\n", text.c_str());
-    std::fflush(stderr);
+  app::Watchdog watchdog(config.distributed.timeout_s, comm.rank(), [&comm, &log](const std::string& text) {
+    log.alert(fmt::format("trainer: {}; aborting the job", text));  // the watchdog's thread
     comm.abort(1);
   });
-  const app::TrainingOutcome outcome = app::run_training(config, comm, stop, watchdog, stdout, fault);
+  const app::TrainingOutcome outcome = app::run_training(config, comm, stop, watchdog, log, fault);
   (void)outcome;
   return 0;
+}
+
+// Returns this rank's Log at the level MPITRAIN_LOG_LEVEL names, or nothing (rank 0 said why)
+// when it names none.
+std::optional<app::Log> make_log(const Communicator& comm) {
+  try {
+    return app::Log(comm.rank(), app::parse_log_level(std::getenv("MPITRAIN_LOG_LEVEL")), stdout, stderr);
+  } catch (const std::invalid_argument& e) {
+    app::Log errors(comm.rank(), app::LogLevel::error, stdout, stderr);
+    report(errors, comm, "config error", e.what(), true);
+    return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -116,16 +136,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   const bool main_rank = comm->rank() == 0;
+  std::optional<app::Log> log = make_log(*comm);
+  if (!log) return 2;
 
   Options options;
   CLI::App app("mpitrain trainer: data-parallel training of an MLP on MPI.\n"
-               "  mpirun -np N trainer --config run.yaml [--set key.path=value ...]");
+               "  mpirun -np N trainer --config run.yaml [--set key.path=value ...]",
+               "trainer");
+  app.set_version_flag("--version", "mpitrain " + checkpoint::mpitrain_version(), "print the mpitrain version");
   app.add_option("--config", options.config, "YAML config file (default: the built-in defaults)");
   app.add_option("--set", options.overrides, "override one key: key.path=value (a YAML scalar or list)")
       ->take_all();
   // Tests of the failure paths (tests/apps); an empty group keeps it out of --help.
   app.add_option("--inject-fault", options.fault, "throw@RANK:STEP or hang@RANK:STEP")->group("");
-  CLI::App* print_config = app.add_subcommand("print-config", "print the full default config, commented");
+  CLI::App* print_config =
+      app.add_subcommand("print-config", "print the effective config (after --config and --set), with sources");
   CLI::App* env = app.add_subcommand("env", "versions of mpitrain, MPI, HDF5, BLAS, compiler; ranks, nodes");
   CLI::App* check = app.add_subcommand("check", "check the collectives of this launch and measure bandwidth");
   CLI::App* checkpoints = app.add_subcommand("checkpoints", "list or verify the checkpoints of a folder");
@@ -136,6 +161,11 @@ int main(int argc, char** argv) {
   }
   checkpoints->require_subcommand(1);
   app.require_subcommand(0, 1);
+  if (argc <= 1) {
+    // Training the defaults into ./runs/default by accident is worse than a usage message.
+    if (main_rank) std::fputs(app.help().c_str(), stderr);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -147,7 +177,8 @@ int main(int argc, char** argv) {
 
   try {
     if (*print_config) {
-      if (main_rank) std::fputs(app::default_config_yaml().c_str(), stdout);
+      const std::string text = app::effective_config_yaml(options.config, options.overrides);
+      if (main_rank) std::fputs(text.c_str(), stdout);
       return 0;
     }
     if (*env) {
@@ -155,20 +186,20 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*check) return app::run_self_check(*comm, stdout) == 0 ? 0 : 1;
-    if (*checkpoints) return checkpoints_command(list->parsed(), options.checkpoints_dir, *comm);
-    return train(options, *comm, stop);
+    if (*checkpoints) return checkpoints_command(list->parsed(), options.checkpoints_dir, *comm, *log);
+    return train(options, *comm, stop, *log);
   } catch (const app::ConfigError& e) {
-    report(*comm, "config error", e.what(), true);
+    report(*log, *comm, "config error", e.what(), true);
     return 2;
   } catch (const app::AgreedError& e) {
-    report(*comm, "error", e.what(), true);
+    report(*log, *comm, "error", e.what(), true);
     return 1;
   } catch (const checkpoint::CheckpointError& e) {
     // The checkpoint layer agrees on every outcome: every rank holds this same error.
-    report(*comm, "checkpoint error", e.what(), true);
+    report(*log, *comm, "checkpoint error", e.what(), true);
     return 1;
   } catch (const std::exception& e) {
-    report(*comm, "error", e.what(), false);
+    report(*log, *comm, "error", e.what(), false);
     if (comm->size() > 1) comm->abort(1);
     return 1;
   }

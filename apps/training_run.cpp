@@ -1,10 +1,12 @@
 #include "training_run.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -20,8 +22,11 @@
 #include "model_from_config.hpp"
 #include "mpitrain/checkpoint/checkpoint_layout.hpp"
 #include "mpitrain/checkpoint/rank_agreement.hpp"
+#include "mpitrain/checkpoint/file_hash.hpp"
+#include "mpitrain/checkpoint/state_file.hpp"
 #include "mpitrain/engine/engine.hpp"
 #include "optimizer_from_config.hpp"
+#include "previous_run.hpp"
 #include "progress.hpp"
 #include "run_start.hpp"
 #include "scheduler_from_config.hpp"
@@ -98,13 +103,18 @@ struct EvalResult {
 // Returns the mean loss and metric over the whole test set. Every rank scores its shard; the
 // real examples' (loss, metric) rows are gathered once at the end with gather_for_metrics,
 // so each test example counts exactly once whatever the padding, and ranks with different
-// batch counts (even_batches: false) still meet in one collective.
-EvalResult evaluate(Engine& engine, nn::Module& model, const Objective& objective, data::DataLoader& loader) {
+// batch counts (even_batches: false) still meet in one collective. `on_batch` is called with
+// the number of this rank's batches scored so far.
+EvalResult evaluate(Engine& engine, nn::Module& model, const Objective& objective, data::DataLoader& loader,
+                    const std::function<void(std::int64_t)>& on_batch) {
   model.train(false);
   loader.set_epoch(0);
   std::vector<float> rows;  // (examples, 2): loss, metric
   data::Batch batch;
-  while (loader.next(batch)) objective.score(model.forward(batch.features), batch, rows);
+  for (std::int64_t done = 1; loader.next(batch); ++done) {
+    objective.score(model.forward(batch.features), batch, rows);
+    on_batch(done);
+  }
   model.train(true);
   Tensor mine({rows.size() / 2, 2});
   std::copy(rows.begin(), rows.end(), mine.data());
@@ -202,10 +212,11 @@ struct LoopState {
 class TrainingRun {
  public:
   TrainingRun(const TrainConfig& config, const Communicator& comm, const StopSignal& stop, Watchdog& watchdog,
-              std::FILE* out, const InjectedFault& fault)
-      : config_(config), comm_(comm), stop_(stop), watchdog_(watchdog), out_(out), fault_(fault) {}
+              Log& log, const InjectedFault& fault)
+      : config_(config), comm_(comm), stop_(stop), watchdog_(watchdog), log_(log), fault_(fault) {}
 
   TrainingOutcome run() {
+    check_project_dir();
     set_up_model();
     set_up_loaders();
     set_up_output();
@@ -218,6 +229,26 @@ class TrainingRun {
 
  private:
   // ---- set-up ----------------------------------------------------------------------------
+
+  // A fresh run into a project.dir that holds another run's metrics or checkpoints is a
+  // ConfigError, unless project.overwrite removes that run first (previous_run.hpp). Rank 0
+  // looks and removes (every rank sees the same shared folder); the others learn by a
+  // collective, so that no rank has started before the folder is clean.
+  void check_project_dir() {
+    if (config_.project.resume != "none") return;
+    std::vector<std::string> found;
+    if (main()) found = previous_run_files(config_.project.dir);
+    if (main() && !found.empty() && config_.project.overwrite) {
+      const std::vector<std::string> removed = remove_previous_run(config_.project.dir);
+      say(fmt::format("project.overwrite: removed the earlier run's {} from {}", fmt::join(removed, ", "),
+                      config_.project.dir));
+      found.clear();
+    }
+    const double mine = found.empty() ? 0.0 : 1.0;
+    double refused = 0.0;
+    comm_.allreduce(&mine, &refused, 1, DType::f64, ReduceOp::max);
+    if (refused > 0.0) throw ConfigError(main() ? previous_run_message(config_, found) : std::string());
+  }
 
   // The data sets, the model, its optimizer and the engine. Rank 0 opens the data sets and
   // checks the memory the run needs first; the other ranks follow its verdict, so a bad file
@@ -270,7 +301,7 @@ class TrainingRun {
       fs::create_directories(config_.project.dir);
       metrics_.emplace((fs::path(config_.project.dir) / "metrics.jsonl").string());
     }
-    progress_.emplace(p_.length.total, config_.training.log_every, out_);
+    progress_.emplace(p_.length.total, config_.training.log_every, log_);
     const int nodes = comm_.node_count();
     say(fmt::format("mpitrain: {} rank{} on {} node{}; train {} ({} batches of {} per rank and epoch); "
                     "{} steps ({} per epoch)",
@@ -294,10 +325,12 @@ class TrainingRun {
     Engine& engine = *p_.engine;
     const checkpoint::CheckpointManager& manager = engine.checkpoints();
     const std::string& resume = config_.project.resume;
+    std::optional<fs::path> from;
     if (resume == "latest") {
-      resume_latest();
+      from = resume_latest();
     } else if (resume != "none") {
-      engine.load_state(fs::path(resume));
+      from = fs::path(resume);
+      engine.load_state(*from);
     }
     // Rank 0 looks (every rank sees the same shared folder) and speaks for all.
     std::string in_the_way;
@@ -307,13 +340,15 @@ class TrainingRun {
       say(fmt::format("resumed at step {} (epoch {}, batch {} of the epoch)", engine.step_count(), engine.epoch(),
                       engine.batches_in_epoch()));
     }
+    if (metrics_) write_run_start(from);
     s_.resumed_at = step();
     s_.last_saved = step();
   }
 
-  // Loads the newest committed checkpoint that passes verification. A newer one that fails
-  // it is kept, named in a warning, and numbered past: the next save follows the newest.
-  void resume_latest() {
+  // Returns the checkpoint loaded (none when there is none yet): the newest committed one that
+  // passes verification. A newer one that fails it is kept, named in a warning, and numbered
+  // past: the next save follows the newest.
+  std::optional<fs::path> resume_latest() {
     Engine& engine = *p_.engine;
     checkpoint::CheckpointManager& manager = engine.checkpoints();
     std::string chosen;
@@ -336,10 +371,27 @@ class TrainingRun {
     comm_.broadcast(std::span<std::int64_t>(&next, 1), 0);
     if (chosen.empty()) {
       say("resume: latest: no checkpoint yet, starting from scratch");
-      return;
+      return std::nullopt;
     }
     engine.load_state(fs::path(chosen));
     manager.set_next_iteration(std::max(next, manager.next_iteration()));
+    return fs::path(chosen);
+  }
+
+  // The run's header line in metrics.jsonl (rank 0), once the run is known to start, and for
+  // a resumed run (`from`: the checkpoint, or none when resume: latest found none) the
+  // marker: lines an interrupted run logged after this step are superseded (DESIGN.md
+  // section 7).
+  void write_run_start(const std::optional<fs::path>& from) {
+    const std::string& yaml = config_.yaml;
+    const RunHeader header{
+        new_run_id(), utc_now_iso8601(), checkpoint::mpitrain_version(), comm_.size(),
+        checkpoint::xxh3_128_hex(std::span(reinterpret_cast<const unsigned char*>(yaml.data()), yaml.size()))};
+    metrics_->write(header);
+    log_.debug("run {} started {}, config {}", header.run_id, header.start_time, header.config_hash);
+    if (config_.project.resume != "none") {
+      metrics_->write(ResumeMarker{step(), epoch(), from ? from->string() : std::string()});
+    }
   }
 
   // ---- the training loop -----------------------------------------------------------------
@@ -457,7 +509,12 @@ class TrainingRun {
     s_.last_evaluated_epoch = epoch;
     if (!p_.test_loader) return;
     watchdog_.progress("evaluating after step", step());
-    const EvalResult r = evaluate(*p_.engine, *p_.model.module, *p_.model.objective, *p_.test_loader);
+    if (main()) progress_->begin_eval(epoch, static_cast<std::int64_t>(p_.test_loader->batches_per_epoch()));
+    const EvalResult r = evaluate(*p_.engine, *p_.model.module, *p_.model.objective, *p_.test_loader,
+                                  [this](std::int64_t done) {
+                                    if (main()) progress_->update_eval(done);
+                                  });
+    if (main()) progress_->end_eval();
     outcome_.test_accuracy = r.metric;
     outcome_.test_loss = r.loss;
     if (metrics_) metrics_->write(EvalMetrics{step(), epoch, r.loss, r.metric, r.samples});
@@ -490,7 +547,9 @@ class TrainingRun {
     s_.last_saved = step();
     outcome_.last_checkpoint = r.dir.string();
     say(fmt::format("step {}: saved {}", step(), r.dir.string()));
-    for (const std::string& w : r.warnings) say(fmt::format("warning: {}", w));
+    for (const std::string& w : r.warnings) {
+      if (main()) log_.warn("{}", w);
+    }
   }
 
   // ---- stop --------------------------------------------------------------------------------
@@ -531,16 +590,17 @@ class TrainingRun {
   bool main() const { return comm_.rank() == 0; }
   std::int64_t step() const { return static_cast<std::int64_t>(p_.engine->step_count()); }
   std::int64_t epoch() const { return static_cast<std::int64_t>(p_.engine->epoch()); }
-  // Rank 0 shows `text` on its own line; the other ranks stay quiet.
+  // Rank 0 shows `text` on its own line (an info line of the Log, which clears the progress
+  // line first and redraws it after); the other ranks stay quiet.
   void say(const std::string& text) {
-    if (main()) progress_->message(text.c_str());
+    if (main()) log_.info("{}", text);
   }
 
   const TrainConfig& config_;
   const Communicator& comm_;
   const StopSignal& stop_;
   Watchdog& watchdog_;
-  std::FILE* out_;
+  Log& log_;
   const InjectedFault& fault_;
   const Clock::time_point started_ = Clock::now();
   RunParts p_;
@@ -553,8 +613,8 @@ class TrainingRun {
 }  // namespace
 
 TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm, const StopSignal& stop,
-                             Watchdog& watchdog, std::FILE* out, const InjectedFault& fault) {
-  return TrainingRun(config, comm, stop, watchdog, out, fault).run();
+                             Watchdog& watchdog, Log& log, const InjectedFault& fault) {
+  return TrainingRun(config, comm, stop, watchdog, log, fault).run();
 }
 
 }  // namespace mpitrain::app

@@ -9,6 +9,12 @@
 // training_run.cpp reads as the run goes: set-up, resume, then per optimizer step train,
 // log, save and stop, evaluation after every epoch, and the finish.
 //
+// project.dir at start, before anything is built: a fresh run (project.resume: none) into a
+// folder that holds another run's metrics.jsonl or committed checkpoints throws ConfigError
+// (exit 2) saying how to resume, choose another dir or overwrite; project.overwrite: true
+// removes that run instead (previous_run.hpp). metrics.jsonl then gets this run's header
+// line, and a resumed run's marker (DESIGN.md section 7).
+//
 // Checkpoint folder at start, before the first step: abandoned temporary folders are removed
 // (the checkpoint manager is created then), and a run whose saves would find their folder
 // taken throws ConfigError (exit 2): checkpoints newer than the one resumed from (automatic
@@ -30,6 +36,7 @@
 #include <string>
 
 #include "injected_fault.hpp"
+#include "log.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "stop_signal.hpp"
 #include "train_config.hpp"
@@ -47,12 +54,12 @@ struct TrainingOutcome {
   std::string last_checkpoint;      // folder of the last checkpoint saved, if any
 };
 
-// Runs the training described by `config`. Collective: every rank calls it. `out` receives
-// rank 0's progress and messages; `fault` is for tests only (injected_fault.hpp). Throws
+// Runs the training described by `config`. Collective: every rank calls it. `log` receives
+// rank 0's progress (on log.out()) and messages; `fault` is for tests only (injected_fault.hpp). Throws
 // ConfigError for settings that only turn out wrong with the data in hand, and
 // std::exception for runtime failures.
 TrainingOutcome run_training(const TrainConfig& config, const Communicator& comm,
-                             const StopSignal& stop, Watchdog& watchdog, std::FILE* out,
+                             const StopSignal& stop, Watchdog& watchdog, Log& log,
                              const InjectedFault& fault = {});
 
 }  // namespace mpitrain::app

@@ -2,8 +2,10 @@
 """Turns mpitrain outputs into PNG pictures (needs python3-matplotlib from Debian).
 
   benchmarks/plot.py metrics runs/default/metrics.jsonl -o docs/img/training.png
-      training and test loss, and test accuracy, against the optimizer step
-      (metrics.jsonl as DESIGN.md section 7 defines it)
+      training and test loss, test accuracy and the learning rate against the optimizer
+      step, one line per run (metrics.jsonl as DESIGN.md section 7 defines it: a header line
+      starts each run; a resumed run's marker supersedes the lines earlier runs logged after
+      its step, and they are dropped)
   benchmarks/plot.py bench collective_bench.json [more.json ...] -o docs/img/busbw.png
       bus bandwidth (GB/s) against message size, one line per file, algorithm and type
       (collective_bench --json output, DESIGN.md section 8)
@@ -20,6 +22,8 @@ import sys
 TRAIN_KEYS = ("step", "epoch", "loss", "lr", "grad_norm", "loss_scale", "skipped_steps",
               "samples_per_s", "time_s")
 EVAL_KEYS = ("step", "epoch", "loss", "accuracy", "samples")
+HEADER_KEYS = ("run_id", "start_time", "mpitrain_version", "world_size", "config_hash")
+RESUME_KEYS = ("step", "epoch", "checkpoint")
 BENCH_KEYS = ("op", "world_size", "rows")
 ROW_KEYS = ("size", "count", "type", "redop", "algo", "time_us", "algbw", "busbw", "wrong",
             "vs_mpi")
@@ -40,61 +44,98 @@ def load_matplotlib():
     return plt
 
 
+class Run:
+    """The lines of one run of a metrics.jsonl."""
+
+    def __init__(self, number, run_id):
+        self.name = f"run {number}"  # in the legends
+        self.label = self.name + (f" ({run_id})" if run_id else "")  # in the summary
+        self.train, self.evals = [], []
+
+    def drop_after(self, step):
+        """Drops the lines after `step` (superseded by a resumed run); returns how many."""
+        before = len(self.train) + len(self.evals)
+        self.train = [r for r in self.train if r["step"] <= step]
+        self.evals = [r for r in self.evals if r["step"] <= step]
+        return before - len(self.train) - len(self.evals)
+
+
+def parse_line(path, number, line):
+    """Returns (kind, row) of a metrics.jsonl line: kind header, resumed, eval or train."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        fail(f"{path}:{number}: not JSON: {e}")
+    if not isinstance(row, dict):
+        fail(f"{path}:{number}: not a JSON object")
+    for kind, keys in (("header", HEADER_KEYS), ("resumed", RESUME_KEYS), ("eval", EVAL_KEYS),
+                       ("train", TRAIN_KEYS)):
+        if kind == "train" or row.get(kind) is True:
+            missing = [k for k in keys if k not in row]
+            if missing:
+                fail(f"{path}:{number}: {kind} line lacks {', '.join(missing)}")
+            return kind, row
+
+
 def read_metrics(path):
-    """Returns (train rows, eval rows) of a metrics.jsonl, each checked against the contract."""
-    train, evals = [], []
+    """Returns (runs, superseded lines dropped) of a metrics.jsonl, each line checked against
+    the contract. Lines before any header (files of older versions) form one run."""
+    runs, dropped = [], 0
     try:
         with open(path) as f:
             for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    fail(f"{path}:{number}: not JSON: {e}")
-                if not isinstance(row, dict):
-                    fail(f"{path}:{number}: not a JSON object")
-                is_eval = row.get("eval") is True
-                missing = [k for k in (EVAL_KEYS if is_eval else TRAIN_KEYS) if k not in row]
-                if missing:
-                    kind = "eval" if is_eval else "train"
-                    fail(f"{path}:{number}: {kind} line lacks {', '.join(missing)}")
-                (evals if is_eval else train).append(row)
+                kind, row = parse_line(path, number, line)
+                if kind == "header" or not runs:
+                    runs.append(Run(len(runs) + 1, row["run_id"] if kind == "header" else None))
+                if kind == "resumed":
+                    dropped += sum(run.drop_after(row["step"]) for run in runs[:-1])
+                elif kind != "header":
+                    (runs[-1].evals if kind == "eval" else runs[-1].train).append(row)
     except OSError as e:
         fail(f"cannot read {path}: {e.strerror}")
-    if not train and not evals:
+    runs = [run for run in runs if run.train or run.evals]
+    if not runs:
         fail(f"{path}: no metrics lines")
-    return train, evals
+    return runs, dropped
 
 
 def plot_metrics(path, out):
-    train, evals = read_metrics(path)
+    runs, dropped = read_metrics(path)
     plt = load_matplotlib()
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
-    drawn = []
-    if train:
-        ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label="train")
-        drawn.append(f"train loss: {len(train)} points, steps {train[0]['step']}..{train[-1]['step']}")
-    if evals:
-        steps = [r["step"] for r in evals]
-        ax_loss.plot(steps, [r["loss"] for r in evals], "o-", label="test")
-        accuracy = [100.0 * r["accuracy"] for r in evals]
-        ax_acc.plot(steps, accuracy, "o-", color="C2")
-        ax_acc.annotate(f"{accuracy[-1]:.2f}%", (steps[-1], accuracy[-1]),
-                        textcoords="offset points", xytext=(-30, -15))
-        drawn.append(f"test loss: {len(evals)} points")
-        drawn.append(f"test accuracy: {len(evals)} points, last {accuracy[-1]:.2f}% "
-                     f"of {evals[-1]['samples']} examples")
-    else:
-        ax_acc.text(0.5, 0.5, "no eval lines", ha="center", va="center",
-                    transform=ax_acc.transAxes)
-    ax_loss.set_xlabel("optimizer step")
-    ax_loss.set_ylabel("cross-entropy loss")
-    ax_loss.legend()
-    ax_loss.grid(alpha=0.3)
-    ax_acc.set_xlabel("optimizer step")
-    ax_acc.set_ylabel("test accuracy (%)")
-    ax_acc.grid(alpha=0.3)
+    fig, (ax_loss, ax_acc, ax_lr) = plt.subplots(1, 3, figsize=(11, 4))
+    drawn = [f"runs: {len(runs)}, {dropped} superseded lines dropped"]
+    for index, run in enumerate(runs):
+        colour = f"C{index % 10}"
+        name = run.name if len(runs) > 1 else ""
+        if run.train:
+            steps = [r["step"] for r in run.train]
+            ax_loss.plot(steps, [r["loss"] for r in run.train], color=colour, label=f"{name} train".strip())
+            ax_lr.plot(steps, [r["lr"] for r in run.train], color=colour, label=name or None)
+            drawn.append(f"{run.label}: train loss: {len(run.train)} points, steps {steps[0]}..{steps[-1]}")
+            drawn.append(f"{run.label}: learning rate: {len(run.train)} points, "
+                         f"{min(r['lr'] for r in run.train):g}..{max(r['lr'] for r in run.train):g}")
+        if run.evals:
+            steps = [r["step"] for r in run.evals]
+            ax_loss.plot(steps, [r["loss"] for r in run.evals], "o--", color=colour, label=f"{name} test".strip())
+            accuracy = [100.0 * r["accuracy"] for r in run.evals]
+            ax_acc.plot(steps, accuracy, "o-", color=colour, label=name or None)
+            ax_acc.annotate(f"{accuracy[-1]:.2f}%", (steps[-1], accuracy[-1]),
+                            textcoords="offset points", xytext=(-30, -15))
+            drawn.append(f"{run.label}: test loss: {len(run.evals)} points")
+            drawn.append(f"{run.label}: test accuracy: {len(run.evals)} points, last {accuracy[-1]:.2f}% "
+                         f"of {run.evals[-1]['samples']} examples")
+    if not any(run.evals for run in runs):
+        ax_acc.text(0.5, 0.5, "no eval lines", ha="center", va="center", transform=ax_acc.transAxes)
+    for ax, label in ((ax_loss, "cross-entropy loss"), (ax_acc, "test accuracy (%)"), (ax_lr, "learning rate")):
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    ax_loss.legend(fontsize=8)
+    if len(runs) > 1:
+        ax_acc.legend(fontsize=8)
+    ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
     fig.suptitle(os.path.normpath(path))
     fig.tight_layout()
     fig.savefig(out, dpi=110)

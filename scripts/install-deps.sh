@@ -13,7 +13,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
-  python3 python3-numpy python3-h5py python3-matplotlib
+  python3 python3-numpy python3-h5py python3-matplotlib python3-pyte
   universal-ctags
   clang-14 libclang-rt-14-dev
 )

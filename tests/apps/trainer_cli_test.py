@@ -30,7 +30,15 @@ Scenarios:
                    first step (a run that fails before any save leaves none behind)
   hdf5             1 epoch at 2 ranks on an HDF5 file written with h5py (features and labels
                    in groups, test set of an odd size): metrics.jsonl rows, finite loss
-  print_config     `trainer print-config` is a complete, valid config that trains
+  print_config     `trainer print-config` is a complete, valid config that trains; with
+                   --config and --set it prints the effective config, each key's source
+  version_usage    `trainer --version` (exit 0), `trainer` alone: usage, exit 2 (printed once)
+  log_level        MPITRAIN_LOG_LEVEL: rank prefix, error hides info lines, debug shows the
+                   run id, a bad value is exit 2
+  runs             metrics.jsonl's run header and wall_time; a fresh run into a used
+                   project.dir is exit 2 saying how to resume, choose another dir or
+                   overwrite; project.overwrite: true starts over; a resumed run's marker
+                   (after a crash, at the checkpoint's step, before the steps it supersedes)
   env_check        `trainer env` and `trainer check` at 2 ranks
   fashion_mnist    the default run (configs/fashion_mnist_mlp.yaml, make train) reaches 88%
   readme           README.md's config reference equals `trainer print-config`, and its
@@ -50,8 +58,11 @@ import time
 import h5py
 
 TRAIN_KEYS = ["step", "epoch", "loss", "lr", "grad_norm", "loss_scale", "skipped_steps",
-              "samples_per_s", "time_s"]
-EVAL_KEYS = ["eval", "step", "epoch", "loss", "accuracy", "samples"]
+              "samples_per_s", "time_s", "wall_time"]
+EVAL_KEYS = ["eval", "step", "epoch", "loss", "accuracy", "samples", "wall_time"]
+HEADER_KEYS = ["header", "run_id", "start_time", "mpitrain_version", "world_size", "config_hash",
+               "wall_time"]
+RESUME_KEYS = ["resumed", "step", "epoch", "checkpoint", "wall_time"]
 SYNTHETIC = ["data.kind=synthetic", "data.synthetic.train_size=3000",
              "data.synthetic.test_size=517", "data.synthetic.features=20",
              "data.synthetic.classes=5", "model.hidden=[32, 16]", "data.batch_size=16"]
@@ -94,9 +105,14 @@ class Runner:
         return os.path.join(self.work, name)
 
 
-def read_metrics(project):
+def read_metrics(project, everything=False):
+    """Returns the train and eval lines of metrics.jsonl (everything: run headers and resume
+    markers too)."""
     with open(os.path.join(project, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
+        rows = [json.loads(line) for line in f]
+    if everything:
+        return rows
+    return [row for row in rows if "header" not in row and "resumed" not in row]
 
 
 def scenario_config_errors(r):
@@ -351,15 +367,17 @@ def scenario_step_naming(r):
     code, out, _ = r.run(2, "checkpoints", "verify", project, expect=0)
     check(out.count("OK ") == 3 and "step_94 (step 94" in out, out)
 
-    # A fresh run into the same project would save step_40 again: refused at start.
+    # A fresh run into the same project would save step_40 again: refused at start, as a
+    # fresh run into a folder that holds another run (issue 18).
     metrics_before = len(read_metrics(project))
     code, out, _ = r.run(2, sets=base + ["project.save_every_steps=40"], expect=2)
-    check(out.count("exist already") == 1 and "step_40, step_80, step_94" in out, out)
-    check("--set project.automatic_checkpoint_naming=false" in out and "step_94)" in out, out)
+    check(out.count("holds another run") == 1 and
+          "checkpoints/step_40, checkpoints/step_80, checkpoints/step_94" in out, out)
     check(len(read_metrics(project)) == metrics_before, "the refused run must not train")
     # So is resuming from step_40 while step_80 and step_94 exist; the newest resumes.
     code, out, _ = r.run(2, sets=base + [f"project.resume={project}/checkpoints/step_40"], expect=2)
-    check("step_80, step_94 exist already" in out, out)
+    check(out.count("exist already") == 1 and "step_80, step_94 exist already" in out, out)
+    check("--set project.automatic_checkpoint_naming=false" in out and "step_94)" in out, out)
     code, out, _ = r.run(2, sets=base + [f"project.resume={project}/checkpoints/step_80",
                                          "training.max_steps=90"], expect=2)
     check("step_94 exists already" in out, out)
@@ -430,6 +448,7 @@ def scenario_hdf5(r):
 
 def scenario_print_config(r):
     code, text, _ = r.run(1, "print-config", expect=0)
+    check(text.startswith("seed: 0  # [default] "), text)
     for key in ["seed:", "model:", "data:", "optimizer:", "scheduler:", "training:",
                 "distributed:", "project:", "bucket_cap_mb: 25", "mixed_precision: \"no\"",
                 "timeout_s: 600", "resume: none"]:
@@ -439,6 +458,111 @@ def scenario_print_config(r):
         f.write(text)
     r.run(2, "--config", path, sets=SYNTHETIC + [f"project.dir={r.project('printed')}",
                                                  "training.max_steps=5"], expect=0)
+    # The effective config: the file's values with file:line:column, --set after it.
+    config = os.path.join(r.work, "mine.yaml")
+    with open(config, "w") as f:
+        f.write("training:\n  epochs: 3\n  log_every: 7\noptimizer:\n  lr: 0.01\n")
+    code, text, _ = r.run(2, "--config", config, "--set", "training.epochs=9", "print-config", expect=0)
+    lines = text.splitlines()
+    for expected in [
+            "seed: 0  # [default] seeds model init (same on every rank), shuffling and dropout",
+            "  lr: 0.01  # [mine.yaml:5:7] base learning rate".replace("mine.yaml", config),
+            "  epochs: 9  # [--set training.epochs=9] passes over the training set",
+            "  log_every: 7  # [mine.yaml:3:14] steps between metrics lines".replace("mine.yaml", config),
+            "  overwrite: false  # [default] a fresh run removes an earlier run's metrics, checkpoints "
+            "and model first"]:
+        check(expected in lines, f"print-config lacks the line {expected!r}:\n{text}")
+    check(text.count("seed: 0") == 1, "printed once at 2 ranks:\n" + text)
+    code, out, _ = r.run(1, "--set", "training.epochs=0", "print-config", expect=2)
+    check("--set training.epochs=0: training.epochs" in out, out)
+
+
+def project_version(source):
+    with open(os.path.join(source, "CMakeLists.txt")) as f:
+        for line in f:
+            if line.startswith("project(mpitrain VERSION "):
+                return line.split()[2]
+    raise Failure("no project(mpitrain VERSION ...) in CMakeLists.txt")
+
+
+def scenario_version_usage(r):
+    version = project_version(r.source)
+    for ranks in (1, 2):
+        code, out, _ = r.run(ranks, "--version", expect=0)
+        check(out == f"mpitrain {version}\n", f"--version printed {out!r}")
+        code, out, seconds = r.run(ranks, expect=2)
+        check(out.startswith("mpitrain trainer: data-parallel training") and
+              out.count("Usage: trainer [OPTIONS] [SUBCOMMAND]") == 1 and "print-config" in out, out)
+        check(not os.path.exists(os.path.join(r.work, "runs")), "trainer without arguments trained")
+
+
+def scenario_log_level(r):
+    base = SYNTHETIC + ["training.max_steps=3"]
+    code, out, _ = r.run(2, sets=base + [f"project.dir={r.project('info')}"], expect=0)
+    check("[rank 0] mpitrain: 2 ranks on 1 node" in out and "[rank 0] done after 3 steps" in out, out)
+    check("[rank 0] run " not in out, "debug lines are hidden at info:\n" + out)
+    env = dict(os.environ, MPITRAIN_LOG_LEVEL="error")
+    p = subprocess.run(r.command(2, sets=base + [f"project.dir={r.project('error')}"]), cwd=r.work,
+                       capture_output=True, text=True, env=env)
+    check(p.returncode == 0 and "[rank" not in p.stdout + p.stderr, p.stdout + p.stderr)
+    check("epoch 0 step 3/3" in p.stdout, "the progress is not a log line:\n" + p.stdout)
+    env["MPITRAIN_LOG_LEVEL"] = "debug"
+    p = subprocess.run(r.command(2, sets=base + [f"project.dir={r.project('debug')}"]), cwd=r.work,
+                       capture_output=True, text=True, env=env)
+    header = read_metrics(r.project("debug"), everything=True)[0]
+    check(p.returncode == 0 and f"[rank 0] run {header['run_id']} started {header['start_time']}, "
+          f"config {header['config_hash']}" in p.stdout, p.stdout + p.stderr)
+    env["MPITRAIN_LOG_LEVEL"] = "loud"
+    p = subprocess.run(r.command(2, "--version"), cwd=r.work, capture_output=True, text=True, env=env)
+    out = p.stdout + p.stderr
+    check(p.returncode == 2 and out.count("[rank 0] trainer: config error: MPITRAIN_LOG_LEVEL: expected one "
+                                          "of error, warn, info, debug, got 'loud'") == 1, out)
+
+
+def scenario_runs(r):
+    project = r.project("runs")
+    base = SYNTHETIC + [f"project.dir={project}", "training.max_steps=30", "training.log_every=10"]
+    r.run(2, sets=base, expect=0)
+    rows = read_metrics(project, everything=True)
+    check(list(rows[0]) == HEADER_KEYS and rows[0]["world_size"] == 2 and
+          rows[0]["mpitrain_version"] == project_version(r.source) and len(rows[0]["config_hash"]) == 32, f"{rows[0]}")
+    check(sum("header" in row for row in rows) == 1 and not any("resumed" in row for row in rows), f"{rows}")
+    walls = [row["wall_time"] for row in rows]
+    check(walls == sorted(walls) and abs(walls[-1] - time.time()) < 600, f"wall times {walls}")
+    # The same run again: refused before anything is written, once, with the three ways out.
+    before = open(os.path.join(project, "metrics.jsonl")).read()
+    code, out, _ = r.run(2, sets=base, expect=2)
+    expected = (f"[rank 0] trainer: config error: --set project.dir={project}: project.dir: {project} holds another "
+                "run (metrics.jsonl, checkpoints/checkpoint_0); a fresh run would mix with it. To continue that "
+                "run, set project.resume: latest; to start a new one, choose another project.dir, or set "
+                "project.overwrite: true to remove that run's metrics.jsonl, checkpoints and model files first")
+    check(out.count(expected) == 1, out)
+    check(open(os.path.join(project, "metrics.jsonl")).read() == before, "the refused run wrote metrics")
+    # project.overwrite: the earlier run is removed, this one starts over.
+    code, out, _ = r.run(2, sets=base + ["project.overwrite=true"], expect=0)
+    check("project.overwrite: removed the earlier run's metrics.jsonl, checkpoints, model.h5 from" in out, out)
+    rows = read_metrics(project, everything=True)
+    check(sum("header" in row for row in rows) == 1 and rows[0]["run_id"] != json.loads(before.split("\n")[0])["run_id"],
+          f"{rows}")
+    check(checkpoint_names(project) == ["checkpoint_0"], f"{checkpoint_names(project)}")
+    # A run that crashes after logging step 50 of a checkpoint saved at step 40; the resumed
+    # run marks step 40, so readers drop the crashed run's step 50.
+    code, out, _ = r.run(2, "--inject-fault", "throw@0:55", sets=base + [
+        "training.max_steps=80", "project.save_every_steps=40", "project.resume=latest"], timeout=120)
+    check(code != 0, out)
+    code, out, _ = r.run(2, sets=base + ["training.max_steps=80", "project.resume=latest"], expect=0)
+    check("resumed at step 40" in out, out)
+    rows = read_metrics(project, everything=True)
+    markers = [i for i, row in enumerate(rows) if "resumed" in row]
+    check(len(markers) == 2, f"one marker per resumed run: {rows}")
+    marker = rows[markers[1]]
+    check(list(marker) == RESUME_KEYS and marker["step"] == 40 and
+          marker["checkpoint"] == os.path.join(project, "checkpoints", "checkpoint_1"), f"{marker}")
+    check("header" in rows[markers[1] - 1], "the marker follows its run's header")
+    crashed = [row["step"] for row in rows[markers[0]:markers[1]] if "step" in row and "resumed" not in row]
+    check(crashed[-1] == 50, f"the crashed run logged up to step 50: {crashed}")
+    after = [row["step"] for row in rows[markers[1] + 1:] if "eval" not in row]
+    check(after == [50, 60, 70, 80], f"the resumed run logs from step 50 again: {after}")
 
 
 def scenario_env_check(r):

@@ -40,7 +40,8 @@ TEST(TrainingRun, LongProjectDirAppearsWholeInTheMessages) {
   Watchdog watchdog(0.0, comm.rank(), [](const std::string&) {});
   std::FILE* out = std::tmpfile();
   ASSERT_NE(out, nullptr);
-  const TrainingOutcome outcome = run_training(config, comm, stop, watchdog, out);
+  Log log(comm.rank(), LogLevel::info, out, out);
+  const TrainingOutcome outcome = run_training(config, comm, stop, watchdog, log);
   const std::string text = contents(out);
   std::fclose(out);
 
