@@ -41,9 +41,13 @@ from trainer_cli_test import (SYNTHETIC, Failure, Runner, check, checkpoint_name
 BANNER = "MPI_ABORT"
 
 
+RANK0 = "[rank 0] "
+
+
 def error_lines(out, prefix):
-    """Returns the lines of `out` that start with `prefix`."""
-    return [line for line in out.splitlines() if line.startswith(prefix)]
+    """Returns the lines of `out` that rank 0 printed starting with `prefix`, without the
+    "[rank 0] " every line of the trainer's log starts with."""
+    return [line[len(RANK0):] for line in out.splitlines() if line.startswith(RANK0 + prefix)]
 
 
 def check_once(out, expected):
