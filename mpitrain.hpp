@@ -89,3 +89,4 @@
 #include <mpitrain/engine/engine_config.hpp>
 #include <mpitrain/engine/engine_phase.hpp>
 #include <mpitrain/engine/gradient_sync.hpp>
+#include <mpitrain/engine/thread_level_requirement.hpp>
