@@ -107,6 +107,8 @@ std::vector<KeySpec> run_keys() {
       {"project.save_every_steps", K::integer, "null", "save a checkpoint every N steps", true,
        {}, 1.0},
       {"project.resume", K::string, "none", "none | latest | PATH of a checkpoint"},
+      {"project.save_format", K::choice, "h5", "weights written at the end: h5 | safetensors",
+       false, {"h5", "safetensors"}},
   };
 }
 

@@ -87,6 +87,7 @@ struct TrainConfig {
     std::optional<std::int64_t> total_limit;
     std::optional<std::int64_t> save_every_steps;
     std::string resume;
+    std::string save_format = "h5";  // model.h5 or model.safetensors at the end of the run
   } project;
 
   // The effective configuration as YAML (every key, defaults filled in): what the run used.

@@ -451,10 +451,11 @@ class TrainingRun {
     evaluate_last_epoch();
     if (step() != s_.last_saved) save();
     if (main()) {
-      watchdog_.progress("writing model.h5");
+      watchdog_.progress("writing the model weights");
       progress_->finish();
     }
-    const fs::path model_file = p_.engine->save_model(config_.project.dir);
+    const fs::path model_file = p_.engine->save_model(
+        config_.project.dir, checkpoint::parse_model_format(config_.project.save_format));
     outcome_.steps = step();
     outcome_.seconds = seconds_since(started_);
     say(fmt::format("{} after {} steps in {:.1f} s; weights in {}", outcome_.stopped_by_signal ? "stopped" : "done",
