@@ -13,7 +13,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 endif
 MPIRUN := mpirun --oversubscribe -np $(NP)
 
-.PHONY: deps configure build train test bench sanitize fuzz clean
+.PHONY: deps configure build trainer train test bench sanitize fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -21,13 +21,19 @@ deps:
 configure: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DMPITRAIN_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
 
+# Everything: the library, the tools, the examples and every test.
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# Only what training needs: the trainer and the library it links, no test target
+# (tests/packaging/make_train_test.py checks the dry run of `make train`).
+trainer: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target trainer
 
 # The default run: the MLP 784-256-256-10 on Fashion-MNIST, 5 epochs, 2 ranks. Each `make train`
 # trains afresh: project.overwrite removes the previous run's metrics and checkpoints (a fresh run
 # into a used project.dir is otherwise refused; resume it with --set project.resume=latest).
-train: build
+train: trainer
 	$(MPIRUN) $(BUILD)/apps/trainer --config configs/fashion_mnist_mlp.yaml --set project.overwrite=true
 
 test: build

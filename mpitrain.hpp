@@ -77,6 +77,7 @@
 #include <mpitrain/checkpoint/file_hash.hpp>
 #include <mpitrain/checkpoint/fletcher32.hpp>
 #include <mpitrain/checkpoint/h5_file.hpp>
+#include <mpitrain/checkpoint/load_model.hpp>
 #include <mpitrain/checkpoint/manifest.hpp>
 #include <mpitrain/checkpoint/rank_agreement.hpp>
 #include <mpitrain/checkpoint/safetensors.hpp>
@@ -89,3 +90,5 @@
 #include <mpitrain/engine/engine_config.hpp>
 #include <mpitrain/engine/engine_phase.hpp>
 #include <mpitrain/engine/gradient_sync.hpp>
+#include <mpitrain/engine/model_weights.hpp>
+#include <mpitrain/engine/thread_level_requirement.hpp>

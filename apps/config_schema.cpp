@@ -114,6 +114,8 @@ std::vector<KeySpec> run_keys() {
       {"project.resume", K::string, "none", "none | latest | PATH of a checkpoint"},
       {"project.overwrite", K::boolean, "false",
        "a fresh run removes an earlier run's metrics, checkpoints and model first"},
+      {"project.save_format", K::choice, "h5", "weights written at the end: h5 | safetensors",
+       false, {"h5", "safetensors"}},
   };
 }
 

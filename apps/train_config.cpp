@@ -361,6 +361,7 @@ void read_run(const Values& v, TrainConfig& c) {
   c.project.save_every_steps = opt<std::int64_t>(v, "project.save_every_steps");
   c.project.resume = v.at("project.resume").as<std::string>();
   c.project.overwrite = v.at("project.overwrite").as<bool>();
+  c.project.save_format = v.at("project.save_format").as<std::string>();
 }
 
 // Throws ConfigError for settings that are valid alone but not together; `where` is the

@@ -90,6 +90,7 @@ struct TrainConfig {
     std::optional<std::int64_t> save_every_steps;
     std::string resume;
     bool overwrite = false;  // a fresh run may replace an earlier run in dir (previous_run.hpp)
+    std::string save_format = "h5";  // model.h5 or model.safetensors at the end of the run
   } project;
 
   // The effective configuration as YAML (every key, defaults filled in): what the run used.

@@ -7,6 +7,8 @@
 //   trainer env                     versions, ranks, nodes, threads
 //   trainer check                   collectives checked in closed form, bandwidth table
 //   trainer checkpoints list|verify DIR
+//   trainer eval --config run.yaml --checkpoint PATH|latest       evaluation only, any world size
+//   trainer export --checkpoint PATH|latest --format h5|safetensors --output FILE
 //
 // With no arguments at all the trainer prints its usage and exits 2 (it used to train the
 // defaults into ./runs/default). Messages go through one Log (log.hpp): a rank prefix and
@@ -35,6 +37,8 @@
 #include "agreed_error.hpp"
 #include "checkpoints_command.hpp"
 #include "env_report.hpp"
+#include "eval_command.hpp"
+#include "export_command.hpp"
 #include "log.hpp"
 #include "mpitrain/checkpoint/checkpoint_error.hpp"
 #include "mpitrain/checkpoint/state_file.hpp"
@@ -56,6 +60,7 @@ struct Options {
   std::vector<std::string> overrides;
   std::string checkpoints_dir;
   std::string fault;  // --inject-fault KIND@RANK:STEP
+  std::string checkpoint, format, output;  // eval and export
 };
 
 // Prints the message of a failure that every rank saw the same way (rank 0 only), or of
@@ -88,6 +93,25 @@ int checkpoints_command(bool list, const std::string& dir, const Communicator& c
   }
   comm.broadcast(std::span<int>(&code, 1), 0);
   return code;
+}
+
+struct WeightsCommands {
+  CLI::App* eval;
+  CLI::App* export_weights;
+};
+
+// Returns the subcommands `eval` and `export` (apps/eval_command.hpp, apps/export_command.hpp),
+// added to `app` with their options.
+WeightsCommands add_weights_commands(CLI::App& app, Options& options) {
+  CLI::App* eval = app.add_subcommand("eval", "evaluate a checkpoint on the test set, without training");
+  CLI::App* export_weights = app.add_subcommand("export", "write a checkpoint's weights as .h5 or .safetensors");
+  for (CLI::App* sub : {eval, export_weights}) {
+    sub->add_option("--checkpoint", options.checkpoint, "checkpoint folder, weights file, or latest")->required();
+    sub->fallthrough();  // --config and --set may follow the subcommand
+  }
+  export_weights->add_option("--format", options.format, "h5 | safetensors")->required();
+  export_weights->add_option("--output", options.output, "the file to write")->required();
+  return {eval, export_weights};
 }
 
 int train(const Options& options, Communicator& comm, const app::StopSignal& stop, app::Log& log) {
@@ -160,6 +184,7 @@ int main(int argc, char** argv) {
     sub->add_option("DIR", options.checkpoints_dir, "project, checkpoints/ or checkpoint folder")->required();
   }
   checkpoints->require_subcommand(1);
+  const auto [eval, export_weights] = add_weights_commands(app, options);
   app.require_subcommand(0, 1);
   if (argc <= 1) {
     // Training the defaults into ./runs/default by accident is worse than a usage message.
@@ -187,6 +212,14 @@ int main(int argc, char** argv) {
     }
     if (*check) return app::run_self_check(*comm, stdout) == 0 ? 0 : 1;
     if (*checkpoints) return checkpoints_command(list->parsed(), options.checkpoints_dir, *comm, *log);
+    if (*eval) {
+      app::eval_command(app::load_config(options.config, options.overrides), options.checkpoint, *comm, stdout);
+      return 0;
+    }
+    if (*export_weights) {
+      return app::export_command_on_rank0(app::load_config(options.config, options.overrides), options.checkpoint,
+                                          options.format, options.output, *comm, stdout, stderr);
+    }
     return train(options, *comm, stop, *log);
   } catch (const app::ConfigError& e) {
     report(*log, *comm, "config error", e.what(), true);

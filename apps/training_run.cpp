@@ -18,6 +18,8 @@
 #include "config_checked.hpp"
 #include "datasets_from_config.hpp"
 #include "memory_budget.hpp"
+#include "engine_from_config.hpp"
+#include "evaluation.hpp"
 #include "metrics_log.hpp"
 #include "model_from_config.hpp"
 #include "mpitrain/checkpoint/checkpoint_layout.hpp"
@@ -44,34 +46,6 @@ double seconds_since(Clock::time_point t0) {
 // Returns "s" unless `n` is 1: "1 rank", "2 ranks".
 const char* plural(std::int64_t n) { return n == 1 ? "" : "s"; }
 
-EngineConfig engine_config(const TrainConfig& c) {
-  EngineConfig e;
-  e.gradient_accumulation_steps = static_cast<std::size_t>(c.training.gradient_accumulation_steps);
-  e.mixed_precision = parse_precision(c.training.mixed_precision);
-  e.nan_policy = parse_nan_policy(c.training.nan_policy);
-  e.bucket_cap_mb = c.distributed.bucket_cap_mb;
-  e.first_bucket_mb = c.distributed.first_bucket_mb;
-  e.overlap = c.distributed.overlap;
-  const std::string& wire = c.distributed.grad_comm_dtype;
-  e.grad_comm_dtype = wire == "bf16" ? DType::bf16 : wire == "fp16" ? DType::f16 : DType::f32;
-  e.split_batches = c.data.split_batches;
-  e.even_batches = c.data.even_batches;
-  e.seed = static_cast<std::uint64_t>(c.seed);
-  e.project.project_dir = c.project.dir;
-  e.project.automatic_checkpoint_naming = c.project.automatic_checkpoint_naming;
-  if (c.project.total_limit) e.project.total_limit = static_cast<std::size_t>(*c.project.total_limit);
-  return e;
-}
-
-data::DataLoaderOptions train_loader_options(const TrainConfig& c) {
-  data::DataLoaderOptions o;
-  o.batch_size = static_cast<std::size_t>(c.data.batch_size);
-  o.shuffle = c.data.shuffle;
-  o.seed = static_cast<std::uint64_t>(c.seed);
-  o.drop_last = c.data.drop_last;
-  return o;
-}
-
 // How long the run is (training_run.hpp): batches per rank and epoch, optimizer steps per
 // epoch, optimizer steps of the whole run.
 struct RunLength {
@@ -92,49 +66,6 @@ RunLength run_length(const TrainConfig& config, const data::DataLoader& loader, 
   n.total = config.training.epochs * n.steps_per_epoch;
   if (config.training.max_steps) n.total = std::min(n.total, *config.training.max_steps);
   return n;
-}
-
-struct EvalResult {
-  double loss = 0.0;
-  double metric = 0.0;  // the objective's, a mean over examples (mlp: accuracy in [0, 1])
-  std::int64_t samples = 0;
-};
-
-// Returns the mean loss and metric over the whole test set. Every rank scores its shard; the
-// real examples' (loss, metric) rows are gathered once at the end with gather_for_metrics,
-// so each test example counts exactly once whatever the padding, and ranks with different
-// batch counts (even_batches: false) still meet in one collective. `on_batch` is called with
-// the number of this rank's batches scored so far.
-EvalResult evaluate(Engine& engine, nn::Module& model, const Objective& objective, data::DataLoader& loader,
-                    const std::function<void(std::int64_t)>& on_batch) {
-  model.train(false);
-  loader.set_epoch(0);
-  std::vector<float> rows;  // (examples, 2): loss, metric
-  data::Batch batch;
-  for (std::int64_t done = 1; loader.next(batch); ++done) {
-    objective.score(model.forward(batch.features), batch, rows);
-    on_batch(done);
-  }
-  model.train(true);
-  Tensor mine({rows.size() / 2, 2});
-  std::copy(rows.begin(), rows.end(), mine.data());
-  const Tensor all = engine.gather_for_metrics(mine, mine.dim(0));
-  EvalResult result;
-  result.samples = static_cast<std::int64_t>(all.dim(0));
-  double loss = 0.0, metric = 0.0;
-  for (std::size_t i = 0; i < all.dim(0); ++i) {
-    loss += all.data()[2 * i];
-    metric += all.data()[2 * i + 1];
-  }
-  if (result.samples > 0) {
-    result.loss = loss / static_cast<double>(result.samples);
-    result.metric = metric / static_cast<double>(result.samples);
-  }
-  if (static_cast<std::size_t>(result.samples) != loader.dataset().size()) {
-    throw std::logic_error(fmt::format("evaluation counted {} examples of a test set of {}", result.samples,
-                                       loader.dataset().size()));
-  }
-  return result;
 }
 
 // Returns "a, b, c" of the first few names, and how many more there are.
@@ -570,10 +501,11 @@ class TrainingRun {
     evaluate_last_epoch();
     if (step() != s_.last_saved) save();
     if (main()) {
-      watchdog_.progress("writing model.h5");
+      watchdog_.progress("writing the model weights");
       progress_->finish();
     }
-    const fs::path model_file = p_.engine->save_model(config_.project.dir);
+    const fs::path model_file = p_.engine->save_model(
+        config_.project.dir, checkpoint::parse_model_format(config_.project.save_format));
     outcome_.steps = step();
     outcome_.seconds = seconds_since(started_);
     const auto skipped = static_cast<std::int64_t>(p_.engine->state().skipped_steps);

@@ -19,14 +19,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path write_model(const fs::path& dir_in, std::span<const NamedTensor> weights,
+// Returns `target` after writing `weights` to it (see save_model_file).
+fs::path write_model(const fs::path& target_in, std::span<const NamedTensor> weights,
                      ModelFormat format) {
-  const fs::path dir = fs::absolute(dir_in);
+  const fs::path target = fs::absolute(target_in);
+  const fs::path dir = target.parent_path();
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw CheckpointError("creating '" + dir.string() + "' failed: " + ec.message());
-  const fs::path target =
-      dir / (format == ModelFormat::hdf5 ? "model.h5" : "model.safetensors");
   std::random_device device;
   const fs::path tmp = dir / (target.filename().string() + std::string(kTempMarker) +
                               std::to_string(device()));
@@ -39,7 +39,8 @@ fs::path write_model(const fs::path& dir_in, std::span<const NamedTensor> weight
       for (const auto& [name, tensor] : weights) root.write_tensor(name, *tensor);
       file.close();
     } else {
-      write_safetensors(tmp, weights);
+      // PyTorch and Hugging Face loaders (transformers) expect {"format": "pt"}.
+      write_safetensors(tmp, weights, {{"format", "pt"}});
     }
     if (::rename(tmp.c_str(), target.c_str()) != 0) {
       const int err = errno;
@@ -61,14 +62,17 @@ std::string_view to_string(ModelFormat format) noexcept {
 }
 
 ModelFormat parse_model_format(std::string_view name) {
-  if (name == "hdf5") return ModelFormat::hdf5;
+  // "h5" is how the trainer's config and CLI spell it (the file's extension).
+  if (name == "hdf5" || name == "h5") return ModelFormat::hdf5;
   if (name == "safetensors") return ModelFormat::safetensors;
   throw std::invalid_argument("unknown model format '" + std::string(name) +
-                              "' (valid: hdf5, safetensors)");
+                              "' (valid: h5, hdf5, safetensors)");
 }
 
-fs::path save_model(const fs::path& dir, std::span<const NamedTensor> weights,
-                    ModelFormat format) {
+namespace {
+
+// Throws std::invalid_argument for a null tensor or a name given twice.
+void check_weights(std::span<const NamedTensor> weights) {
   std::set<std::string_view> seen;
   for (const NamedTensor& w : weights) {
     if (w.tensor == nullptr) {
@@ -78,14 +82,32 @@ fs::path save_model(const fs::path& dir, std::span<const NamedTensor> weights,
       throw std::invalid_argument("save_model: duplicate parameter name '" + w.name + "'");
     }
   }
-  return write_model(dir, weights, format);
+}
+
+// Returns <dir>/model.h5 or <dir>/model.safetensors.
+fs::path model_file(const fs::path& dir, ModelFormat format) {
+  return dir / (format == ModelFormat::hdf5 ? "model.h5" : "model.safetensors");
+}
+
+}  // namespace
+
+fs::path save_model(const fs::path& dir, std::span<const NamedTensor> weights,
+                    ModelFormat format) {
+  check_weights(weights);
+  return write_model(model_file(dir, format), weights, format);
 }
 
 fs::path save_model(const fs::path& dir, const std::map<std::string, Tensor>& weights,
                     ModelFormat format) {
   std::vector<NamedTensor> named;
   for (const auto& [name, tensor] : weights) named.push_back({name, &tensor});
-  return write_model(dir, named, format);
+  return write_model(model_file(dir, format), named, format);
+}
+
+fs::path save_model_file(const fs::path& file, std::span<const NamedTensor> weights,
+                         ModelFormat format) {
+  check_weights(weights);
+  return write_model(file, weights, format);
 }
 
 }  // namespace mpitrain::checkpoint

@@ -3,7 +3,9 @@
 # and the umbrella header include/mpitrain/mpitrain.hpp,
 # the command-line tools (trainer, benchmarks), a CMake package (find_package(mpitrain CONFIG)
 # -> mpitrain::mpitrain) and a pkg-config file (mpitrain.pc). Both package files are
-# relocatable: `cmake --install <build> --prefix <anywhere>` gives working files.
+# relocatable: `cmake --install <build> --prefix <anywhere>` gives working files. The
+# pkg-config file links with a run path to its libdir, so a program built with it runs without
+# LD_LIBRARY_PATH. LICENSE goes to the documentation folder.
 # tests/packaging/ installs into a fresh prefix and builds an outside project against it.
 include_guard(GLOBAL)
 include(CMakePackageConfigHelpers)
@@ -72,3 +74,5 @@ foreach(dir IN ITEMS LIBDIR INCLUDEDIR)
 endforeach()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/mpitrain.pc.in ${PROJECT_BINARY_DIR}/mpitrain.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/mpitrain.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# The license (Apache-2.0, named in both package files too).
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -165,6 +165,7 @@ Communicator::Communicator(const MpiRuntime& runtime, std::int64_t fortran_handl
   }
   rank_ = c.rank;
   size_ = c.size;
+  thread_level_ = runtime.thread_level();
   local_rank_ = c.local_rank;
   local_size_ = c.local_size;
   node_count_ = c.node_count;
@@ -182,6 +183,7 @@ Communicator::Communicator(Communicator&& other) noexcept
       selection_(std::move(other.selection_)),
       rank_(other.rank_),
       size_(other.size_),
+      thread_level_(other.thread_level_),
       local_rank_(other.local_rank_),
       local_size_(other.local_size_),
       node_count_(other.node_count_),
@@ -194,6 +196,7 @@ Communicator& Communicator::operator=(Communicator&& other) noexcept {
     selection_ = std::move(other.selection_);
     rank_ = other.rank_;
     size_ = other.size_;
+    thread_level_ = other.thread_level_;
     local_rank_ = other.local_rank_;
     local_size_ = other.local_size_;
     node_count_ = other.node_count_;

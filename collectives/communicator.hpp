@@ -66,6 +66,10 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   int rank() const noexcept { return rank_; }
+  // Returns the thread level of the MPI this communicator runs on (its runtime's): what a
+  // user of the communicator may do from other threads (the Engine checks it, see
+  // engine/thread_level_requirement.hpp).
+  ThreadLevel thread_level() const noexcept { return thread_level_; }
   int size() const noexcept { return size_; }
   // Ranks on this node (MPI_Comm_split_type shared memory).
   int local_rank() const noexcept { return local_rank_; }
@@ -265,6 +269,7 @@ class Communicator {
   AlgorithmSelection selection_ = AlgorithmSelection::builtin();
   int rank_ = 0;
   int size_ = 1;
+  ThreadLevel thread_level_ = ThreadLevel::single;
   int local_rank_ = 0;
   int local_size_ = 1;
   int node_count_ = 1;

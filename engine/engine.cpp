@@ -7,6 +7,7 @@
 
 #include <utility>
 
+#include "mpitrain/engine/thread_level_requirement.hpp"
 #include "mpitrain/nn/blas_threads.hpp"
 
 namespace mpitrain {
@@ -14,6 +15,7 @@ namespace mpitrain {
 Engine::Engine(EngineConfig config, const Communicator& comm)
     : config_(std::move(config)), comm_(comm), phase_(config_.gradient_accumulation_steps) {
   config_.validate();
+  check_thread_level(config_, comm_.thread_level(), comm_.rank());
   nn::set_blas_threads(config_.blas_threads != 0
                            ? config_.blas_threads
                            : nn::default_blas_threads(static_cast<std::size_t>(comm_.local_size())));

@@ -57,8 +57,10 @@ void check_same_groups(std::span<const EngineCheckpointGroup> groups, const Chec
                             list + ")");
     }
     if (in_checkpoint && !in_engine) {
-      throw CheckpointError("checkpoint group /" + name + " is saved, but this engine has no " +
-                            std::string(known->needs) + " to restore it into");
+      // `needs` reads "a training loader passed to prepare()": the sentence takes it whole.
+      throw CheckpointError("checkpoint group /" + name + " is saved, but this engine lacks " +
+                            std::string(known->needs) + " to restore it into (to load only the "
+                            "weights, use mpitrain::load_model(checkpoint folder, model))");
     }
     if (!in_checkpoint && in_engine) {
       throw CheckpointError("checkpoint has no group /" + name + ", but this engine has " +

@@ -50,7 +50,10 @@ def check_safetensors(path):
     assert n % 8 == 0, f"header length {n} is not padded to 8 bytes"
     header = json.loads(blob[8 : 8 + n].decode("utf-8"))
     data = blob[8 + n :]
-    header.pop("__metadata__", None)
+    # As PyTorch/transformers write it (save_file(..., metadata={"format": "pt"})): some
+    # loaders refuse a file without it.
+    assert next(iter(header)) == "__metadata__", f"the header starts with {next(iter(header))}"
+    assert header.pop("__metadata__") == {"format": "pt"}, "__metadata__ is not {'format': 'pt'}"
     assert sorted(header) == sorted(EXPECTED), f"safetensors names {sorted(header)}"
     covered = []
     for name, (shape, salt) in EXPECTED.items():

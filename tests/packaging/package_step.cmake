@@ -3,7 +3,7 @@
 #                      headers under include/mpitrain/<module>/ and no path with a detail/
 #                      folder (implementation-only headers are not installed), the umbrella
 #                      header, libmpitrain.so with its versioned SONAME, the TOOLS in bin/,
-#                      the CMake package, mpitrain.pc
+#                      the CMake package (naming its license), mpitrain.pc, LICENSE in DOCDIR
 #   STEP=headers       compiles each installed header of PREFIX on its own (one translation
 #                      unit that includes only it, with CXX and the pkg-config flags), then
 #                      the umbrella header, and checks that the umbrella includes exactly the
@@ -11,7 +11,9 @@
 #   STEP=find_package  configures and builds the outside project CONSUMER_DIR against PREFIX
 #                      with find_package(mpitrain CONFIG), building SOURCE into WORK_DIR
 #   STEP=pkg_config    compiles SOURCE with CXX and `pkg-config --cflags --libs mpitrain`
-#                      from PREFIX alone, into WORK_DIR/consumer_pkg_config
+#                      from PREFIX alone (no flag of its own: the rpath comes from the
+#                      package), into WORK_DIR/consumer_pkg_config; checks Requires: ompi-c
+#                      and the license
 # Each failure names the step, the command and its output.
 cmake_minimum_required(VERSION 3.25)
 
@@ -72,6 +74,12 @@ if(STEP STREQUAL "install")
   expect_file("${PREFIX}/${LIBDIR}/cmake/mpitrain/mpitrainConfigVersion.cmake")
   expect_file("${PREFIX}/${LIBDIR}/cmake/mpitrain/mpitrainTargets.cmake")
   expect_file("${PREFIX}/${LIBDIR}/pkgconfig/mpitrain.pc")
+  expect_file("${PREFIX}/${DOCDIR}/LICENSE")
+  file(STRINGS "${PREFIX}/${LIBDIR}/cmake/mpitrain/mpitrainConfig.cmake" license
+       REGEX "set\\(mpitrain_LICENSE ")
+  if(NOT license STREQUAL "set(mpitrain_LICENSE \"Apache-2.0\")")
+    message(FATAL_ERROR "packaging (install): mpitrainConfig.cmake names no license Apache-2.0")
+  endif()
   message(STATUS "installed into ${PREFIX}: headers of ${MODULES}, libmpitrain.so.${VERSION} "
                  "(SONAME libmpitrain.so.${VERSION_MAJOR}), tools ${TOOLS}, CMake package, pkg-config file")
 
@@ -102,10 +110,28 @@ elseif(STEP STREQUAL "pkg_config")
   if(NOT libdir STREQUAL expected_libdir)
     message(FATAL_ERROR "packaging (pkg_config): libdir is ${libdir}, expected ${expected_libdir}")
   endif()
+  # The package carries its run path (so the consumer runs with a clean environment, see
+  # packaging.run_pkg_config.np2) and requires the C MPI package, not the deprecated C++
+  # bindings (-lmpi_cxx).
+  if(NOT flags MATCHES "-Wl,-rpath,[^ ]*/${LIBDIR}( |$)")
+    message(FATAL_ERROR "packaging (pkg_config): the flags carry no -Wl,-rpath,<libdir>: ${flags}")
+  endif()
+  if(flags MATCHES "-lmpi_cxx")
+    message(FATAL_ERROR "packaging (pkg_config): the flags link the deprecated -lmpi_cxx: ${flags}")
+  endif()
+  run("pkg-config" pkg-config --print-requires mpitrain)
+  string(STRIP "${run_output}" requires)
+  if(NOT requires STREQUAL "ompi-c")
+    message(FATAL_ERROR "packaging (pkg_config): Requires is '${requires}', expected 'ompi-c'")
+  endif()
+  file(STRINGS "${PREFIX}/${LIBDIR}/pkgconfig/mpitrain.pc" license REGEX "^License: ")
+  if(NOT license STREQUAL "License: Apache-2.0")
+    message(FATAL_ERROR "packaging (pkg_config): mpitrain.pc names no license Apache-2.0 ('${license}')")
+  endif()
   separate_arguments(flag_list UNIX_COMMAND "${flags}")
-  # The rpath is the user's choice (or LD_LIBRARY_PATH); this test picks the rpath.
+  # Nothing but the package's flags: no rpath of the test's own.
   run("compiling with the pkg-config flags" ${CXX} -O2 -Wall -Wextra -Wpedantic -Werror
-      "${SOURCE}" -o "${WORK_DIR}/consumer_pkg_config" ${flag_list} "-Wl,-rpath,${libdir}")
+      "${SOURCE}" -o "${WORK_DIR}/consumer_pkg_config" ${flag_list})
 
 elseif(STEP STREQUAL "headers")
   set(ENV{PKG_CONFIG_PATH} "${PREFIX}/${LIBDIR}/pkgconfig")

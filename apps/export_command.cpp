@@ -1,0 +1,55 @@
+#include "export_command.hpp"
+
+#include <fmt/format.h>
+
+#include <exception>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "checkpoint_argument.hpp"
+#include "config_checked.hpp"
+#include "mpitrain/checkpoint/load_model.hpp"
+#include "mpitrain/checkpoint/save_model.hpp"
+
+namespace mpitrain::app {
+
+std::filesystem::path export_command(const TrainConfig& config, const std::string& argument,
+                                     const std::string& format, const std::filesystem::path& output,
+                                     std::FILE* out) {
+  const checkpoint::ModelFormat kind =
+      config_checked("--format", [&] { return checkpoint::parse_model_format(format); });
+  const std::filesystem::path source = resolve_checkpoint_argument(config, argument);
+  const std::map<std::string, Tensor> weights = checkpoint::read_model(source);
+  std::vector<NamedTensor> named;
+  for (const auto& [name, tensor] : weights) named.push_back({name, &tensor});
+  const std::filesystem::path written = checkpoint::save_model_file(output, named, kind);
+  std::fprintf(out, "%s\n",
+               fmt::format("exported {} tensors of {} to {} ({})", named.size(), source.string(),
+                           written.string(), checkpoint::to_string(kind))
+                   .c_str());
+  std::fflush(out);
+  return written;
+}
+
+int export_command_on_rank0(const TrainConfig& config, const std::string& argument, const std::string& format,
+                            const std::filesystem::path& output, const Communicator& comm, std::FILE* out,
+                            std::FILE* err) {
+  int code = 0;
+  if (comm.rank() == 0) {
+    try {
+      export_command(config, argument, format, output, out);
+    } catch (const ConfigError& e) {
+      std::fprintf(err, "trainer export: %s\n", e.what());
+      code = 2;
+    } catch (const std::exception& e) {
+      std::fprintf(err, "trainer export: %s\n", e.what());
+      code = 1;
+    }
+    std::fflush(err);
+  }
+  comm.broadcast(std::span<int>(&code, 1), 0);
+  return code;
+}
+
+}  // namespace mpitrain::app
