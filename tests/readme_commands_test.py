@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""Runs the commands of README.md's ```sh blocks as written (CTest `readme_commands`).
+
+Every command line of every ```sh block is either run, in the README's order, or named in
+LONG below with the reason it is not (a build, a benchmark of minutes, the test suite itself);
+a command that is neither fails the test, so a new README command must be classified. Commands
+run in a scratch folder that links every top-level entry of the source tree and links `build`
+to the CTest build folder, so `build/apps/trainer` and `configs/...` resolve as in a checkout
+and what the commands write (run.yaml, runs/, model.safetensors) stays out of the tree.
+`make train` runs as the command its README comment says it is (make would configure the
+scratch folder as a new source tree). A command fails the test when it exits non-zero or
+prints nothing; its output is shown.
+
+Usage: readme_commands_test.py --source DIR --build DIR [--list]
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+# Command prefixes not run, with why. Each names where the same thing is tested instead.
+LONG = {
+    "make test": "the test suite itself (CI runs it)",
+    "make sanitize": "a second full build with ASan and UBSan (CI runs it)",
+    "make fuzz": "a clang build and minutes of fuzzing (CI runs it)",
+    "make bench": "minutes of collective_bench; benchmarks.* smoke tests cover it",
+    "cmake ": "a full build (CI builds; packaging.* tests install and consume it)",
+    "mpirun -np 2 build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
+    "mpirun -np 1 build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
+    "build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
+    "benchmarks/": "minutes of benchmarking (and python3-torch); benchmarks.* smoke tests cover it",
+    "MPITRAIN_ALGORITHM_TABLE=": "a pattern for any program ('...'), not a command",
+}
+
+# `make` targets whose README comment gives the command they run.
+MAKE_EQUIVALENT = re.compile(r"^make (\w+)\s+#\s*=\s*(.+)$")
+
+
+def sh_commands(readme):
+    """Returns (line number, command, comment) for each command line of the ```sh blocks."""
+    commands = []
+    in_block = False
+    for number, line in enumerate(readme.splitlines(), start=1):
+        if line.startswith("```"):
+            in_block = (not in_block) and line.strip() == "```sh"
+            continue
+        if not in_block or not line.strip() or line.lstrip().startswith("#"):
+            continue
+        command, _, comment = line.partition("  #")
+        commands.append((number, command.strip(), comment.strip()))
+    return commands
+
+
+def make_equivalents(commands):
+    """Returns {make command: the command its README comment says it runs}."""
+    found = {}
+    for _, command, comment in commands:
+        match = MAKE_EQUIVALENT.match(f"{command}  # {comment}")
+        if match:
+            found[f"make {match.group(1)}"] = match.group(2).strip()
+    return found
+
+
+def classify(command, equivalents):
+    """Returns (what to run or None, why not)."""
+    for prefix, why in LONG.items():
+        if command.startswith(prefix):
+            return None, why
+    if command in equivalents:
+        return equivalents[command], ""
+    if command.startswith("make "):
+        return None, ""
+    return command, ""
+
+
+def scratch_tree(source, build):
+    """Returns a scratch folder linking the source tree's top-level entries and build/."""
+    scratch = tempfile.mkdtemp(prefix="readme_commands.")
+    for entry in os.listdir(source):
+        if entry.startswith(".") or entry.startswith("build") or entry == "runs":
+            continue
+        os.symlink(os.path.join(source, entry), os.path.join(scratch, entry))
+    os.symlink(os.path.abspath(build), os.path.join(scratch, "build"))
+    return scratch
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--list", action="store_true", help="list the commands and their class, run none")
+    args = parser.parse_args()
+    with open(os.path.join(args.source, "README.md")) as f:
+        commands = sh_commands(f.read())
+    equivalents = make_equivalents(commands)
+    failures = []
+    plan = []
+    seen = set()
+    for number, command, _ in commands:
+        run, why = classify(command, equivalents)
+        if run is None and not why:
+            failures.append(f"README.md:{number}: `{command}` is neither run nor listed in LONG")
+        if run is not None and run in seen:
+            run, why = None, "run above already"
+        seen.add(run)
+        plan.append((number, command, run, why))
+    if args.list:
+        for number, command, run, why in plan:
+            print(f"README.md:{number}: {'run' if run else 'not run'}: {run or command}{' (' + why + ')' if why else ''}")
+        return 1 if failures else 0
+    scratch = scratch_tree(args.source, args.build)
+    try:
+        for number, command, run, why in plan:
+            if run is None:
+                print(f"README.md:{number}: not run: `{command}`: {why}")
+                continue
+            start = time.monotonic()
+            done = subprocess.run(run, shell=True, cwd=scratch, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=600)
+            seconds = time.monotonic() - start
+            print(f"README.md:{number}: ran `{run}`: exit {done.returncode} in {seconds:.1f} s")
+            if done.returncode != 0 or not done.stdout.strip():
+                failures.append(f"README.md:{number}: `{run}` exited {done.returncode}"
+                                f"{' with no output' if not done.stdout.strip() else ''}:\n{done.stdout}")
+    finally:
+        shutil.rmtree(scratch)
+    for failure in failures:
+        print(f"FAILED {failure}")
+    print(f"readme_commands: {len([p for p in plan if p[2]])} run, "
+          f"{len([p for p in plan if not p[2]])} not run, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
