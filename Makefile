@@ -13,7 +13,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 endif
 MPIRUN := mpirun --oversubscribe -np $(NP)
 
-.PHONY: deps configure build trainer train test bench sanitize fuzz clean
+.PHONY: deps configure build trainer train test bench sanitize sanitize-asan sanitize-tsan fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -42,19 +42,25 @@ test: build
 bench: build
 	$(MPIRUN) $(BUILD)/benchmarks/collective_bench --algo all --min-bytes 1K --max-bytes 256M --json $(BUILD)/collective_bench.json
 
-# ASan + UBSan build of the library and its tests (build-asan), then the tests of the library's
-# modules and the trainer under it; TSan build (build-tsan) of the communication thread's
-# tests. The sanitizers' options and suppressions come from the tests' CTest environment.
+# ASan + UBSan build of the core library (no optional component: it also proves the core
+# builds and passes its tests alone) and its tests (build-asan), then the tests of the
+# library's modules and the trainer under it; TSan build (build-tsan) of the communication
+# thread's tests. The sanitizers' options and suppressions come from the tests' CTest
+# environment (cmake/MpitrainTesting.cmake).
 SANITIZE_LABELS ?= tensor|precision|nn|data|checkpoint|collectives|engine|apps
 TSAN_TARGETS := collectives_comm_stream_test engine_gradient_sync_test engine_test
 TSAN_TESTS := ^(collectives_comm_stream_test|engine_gradient_sync_test|engine_test)\.np
-sanitize: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPITRAIN_SANITIZE=address,undefined \
-	  -DMPITRAIN_BUILD_BENCHMARKS=OFF -DMPITRAIN_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
+SANITIZE_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPITRAIN_BUILD_BENCHMARKS=OFF \
+  -DMPITRAIN_TORCH=OFF -DMPITRAIN_WERROR=$(WERROR) $(CMAKE_FLAGS)
+sanitize: sanitize-asan sanitize-tsan
+
+sanitize-asan: deps
+	@cmake -S . -B build-asan -DMPITRAIN_SANITIZE=address,undefined $(SANITIZE_FLAGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS) -L '$(SANITIZE_LABELS)'
-	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPITRAIN_SANITIZE=thread \
-	  -DMPITRAIN_BUILD_BENCHMARKS=OFF -DMPITRAIN_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
+
+sanitize-tsan: deps
+	@cmake -S . -B build-tsan -DMPITRAIN_SANITIZE=thread $(SANITIZE_FLAGS) >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)
 	cd build-tsan && ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 

@@ -25,7 +25,7 @@ import time
 # Command prefixes not run, with why. Each names where the same thing is tested instead.
 LONG = {
     "make test": "the test suite itself (CI runs it)",
-    "make sanitize": "a second full build with ASan and UBSan (CI runs it)",
+    "make sanitize": "full builds with ASan+UBSan and TSan (CI runs make sanitize-asan)",
     "make fuzz": "a clang build and minutes of fuzzing (CI runs it)",
     "make bench": "minutes of collective_bench; benchmarks.* smoke tests cover it",
     "cmake ": "a full build (CI builds; packaging.* tests install and consume it)",
