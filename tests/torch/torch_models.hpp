@@ -4,7 +4,8 @@
 // architectures), so that initial weights written by reference_training.py load here by
 // state_dict name and the two trainings can be compared.
 //   Cnn(false)  Fashion-MNIST CNN without BatchNorm   (conv1, conv2, fc1, fc2)
-//   Cnn(true)   the same with BatchNorm2d after each convolution   (+ bn1, bn2)
+//   Cnn(true)   the same with BatchNorm2d after each convolution   (+ bn1, bn2), and the
+//               convolutions without bias (torch_models.py says why)
 //   Tied        embedding(10, 32) -> mean -> linear 32->32 -> tanh -> output layer whose
 //               weight is the embedding's weight (registered under both names, one tensor)
 // Inputs are (batch, 784) fp32 pixel / 255 (mpitrain's IdxDataset rows); outputs (batch, 10)
@@ -33,9 +34,9 @@ inline constexpr std::int64_t kEmbeddingDim = 32;
 
 struct CnnImpl : torch::nn::Module {
   explicit CnnImpl(bool batch_norm) {
-    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 8, 3).padding(1)));
+    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 8, 3).padding(1).bias(!batch_norm)));
     if (batch_norm) bn1 = register_module("bn1", torch::nn::BatchNorm2d(8));
-    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 16, 3).padding(1)));
+    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 16, 3).padding(1).bias(!batch_norm)));
     if (batch_norm) bn2 = register_module("bn2", torch::nn::BatchNorm2d(16));
     fc1 = register_module("fc1", torch::nn::Linear(16 * 7 * 7, 64));
     fc2 = register_module("fc2", torch::nn::Linear(64, kClasses));

@@ -5,7 +5,11 @@ written here (state_dict names) load there and both trainings can be compared.
   cnn      Fashion-MNIST CNN without BatchNorm: input (batch, 784) pixel / 255, viewed as
            (batch, 1, 28, 28); conv 1->8 (3x3, pad 1), ReLU, max-pool 2; conv 8->16 (3x3,
            pad 1), ReLU, max-pool 2; flatten 16*7*7 = 784; linear 784->64, ReLU; linear 64->10.
-  cnn_bn   the same with BatchNorm2d after each convolution (running statistics are buffers).
+  cnn_bn   the same with BatchNorm2d after each convolution (running statistics are buffers),
+           and convolutions without bias, as usual before BatchNorm: a bias there has a zero
+           gradient in exact arithmetic (BatchNorm subtracts the mean), so its gradient is
+           rounding noise that Adam's normalisation turns into full-size steps, and two
+           correct implementations would drift apart on it.
   tied     a tied-weight classifier: each image becomes 49 tokens (4x4 average pools of the
            image, quantised to 10 levels); embedding(10, 32) of the tokens, mean over tokens,
            linear 32->32, tanh, then an output layer whose weight IS the embedding's weight
@@ -25,9 +29,9 @@ EMBEDDING_DIM = 32
 class Cnn(nn.Module):
     def __init__(self, batch_norm: bool):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+        self.conv1 = nn.Conv2d(1, 8, 3, padding=1, bias=not batch_norm)
         self.bn1 = nn.BatchNorm2d(8) if batch_norm else None
-        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1, bias=not batch_norm)
         self.bn2 = nn.BatchNorm2d(16) if batch_norm else None
         self.fc1 = nn.Linear(16 * 7 * 7, 64)
         self.fc2 = nn.Linear(64, CLASSES)
