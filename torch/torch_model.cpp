@@ -64,6 +64,15 @@ std::span<float> float_span(const at::Tensor& t) {
 
 }  // namespace
 
+std::vector<at::Tensor> unique_parameters(const torch::nn::Module& module) {
+  std::vector<at::Tensor> out;
+  std::unordered_map<const void*, bool> seen;
+  for (const auto& item : module.named_parameters(true)) {
+    if (seen.emplace(item.value().unsafeGetTensorImpl(), true).second) out.push_back(item.value());
+  }
+  return out;
+}
+
 struct TorchModel::Torch {
   std::vector<at::Tensor> params;  // registered, in registration order
   std::vector<NamedTensor> every_param;  // every torch name (aliases too), for save/load

@@ -8,7 +8,8 @@
 //   #include <mpitrain/torch/torch_model.hpp>
 //   mpitrain::Engine engine(config, comm);
 //   auto net = std::make_shared<Net>();                        // any torch::nn::Module
-//   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+//   torch::optim::AdamW opt(mpitrain::libtorch::unique_parameters(*net),   // tied weights once
+//                           torch::optim::AdamWOptions(1e-3));
 //   mpitrain::libtorch::TorchModel model(engine, *net, opt);   // prepare: after the engine
 //   for (...) {                                                // (declared after it)
 //     auto micro = engine.accumulate();                        // optional (accumulation)
@@ -42,7 +43,8 @@
 // - Optimizer. An adapter (TorchOptimizer) is given to Engine::set_optimizer: engine.step()
 //   steps the torch optimizer after each real (not skipped) synchronised step, and
 //   checkpoints hold its state under /optimizer (kind "torch.adamw", "torch.adam",
-//   "torch.sgd"). Every parameter of the optimizer must be a parameter of the model.
+//   "torch.sgd"). Every parameter of the optimizer must be a parameter of the model, and
+//   appear once (unique_parameters()).
 // Parameters and buffers must be contiguous CPU tensors (fp32 parameters), each its own
 // storage; std::invalid_argument names the one that is not (on every rank: the checks are
 // agreed by the engine). Changing the model's parameters or buffers after prepare is not
@@ -84,6 +86,12 @@ class Optimizer;
 namespace mpitrain::libtorch {
 
 class TorchOptimizer;
+
+// Returns the module's parameters with each tensor once (the first of its names), in
+// named_parameters() order: what a torch optimizer must be built over when weights are tied
+// (module.parameters() lists a shared tensor under each name, and torch's optimizers would
+// update it once per appearance; TorchModel refuses such an optimizer).
+std::vector<at::Tensor> unique_parameters(const torch::nn::Module& module);
 
 struct TorchOptions {
   // Broadcast the buffers from rank 0 in before_forward() (DDP's broadcast_buffers). They

@@ -130,11 +130,21 @@ TorchOptimizer::TorchOptimizer(torch::optim::Optimizer& optimizer,
                                std::unordered_map<const void*, std::string> names)
     : nn::Optimizer({}, first_lr(optimizer)), optimizer_(optimizer), names_(std::move(names)),
       kind_(kind_of(optimizer)) {
+  std::set<const void*> seen;
   for (const torch::optim::OptimizerParamGroup& group : optimizer_.param_groups()) {
     for (const at::Tensor& p : group.params()) {
-      if (names_.count(p.unsafeGetTensorImpl()) == 0) {
+      const auto name = names_.find(p.unsafeGetTensorImpl());
+      if (name == names_.end()) {
         throw std::invalid_argument("TorchOptimizer: a parameter of the torch optimizer (shape " +
                                     to_string(shape_of(p)) + ") is not a parameter of the model");
+      }
+      if (!seen.insert(p.unsafeGetTensorImpl()).second) {
+        // torch's optimizers would update it once per appearance.
+        throw std::invalid_argument(
+            "TorchOptimizer: parameter '" + name->second + "' appears twice in the torch "
+            "optimizer, which would update it twice per step (module.parameters() lists a "
+            "shared tensor under each of its names): build the optimizer over "
+            "mpitrain::libtorch::unique_parameters(module)");
       }
     }
   }

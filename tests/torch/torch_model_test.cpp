@@ -15,117 +15,13 @@
 #include "mpitrain/data/synthetic_dataset.hpp"
 #include "mpitrain/engine/engine.hpp"
 #include "mpitrain/torch/torch_model.hpp"
+#include "torch_test_models.hpp"
 
 namespace mpitrain::libtorch {
 namespace {
 
 using checkpoint::testing::SharedTempDir;
-
-// ---- models ---------------------------------------------------------------------------------
-
-// A small CNN without BatchNorm on 1x8x8 inputs, 10 classes.
-struct SmallCnn : torch::nn::Module {
-  torch::nn::Conv2d conv{nullptr};
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  SmallCnn() {
-    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3).padding(1)));
-    fc1 = register_module("fc1", torch::nn::Linear(4 * 4 * 4, 16));
-    fc2 = register_module("fc2", torch::nn::Linear(16, 10));
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    torch::Tensor h = torch::max_pool2d(torch::relu(conv->forward(x)), 2);
-    return fc2->forward(torch::relu(fc1->forward(h.flatten(1))));
-  }
-};
-
-// The same with BatchNorm after the convolution (running statistics: buffers).
-struct BnCnn : torch::nn::Module {
-  torch::nn::Conv2d conv{nullptr};
-  torch::nn::BatchNorm2d bn{nullptr};
-  torch::nn::Linear fc{nullptr};
-  BnCnn() {
-    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3).padding(1)));
-    bn = register_module("bn", torch::nn::BatchNorm2d(4));
-    fc = register_module("fc", torch::nn::Linear(4 * 4 * 4, 10));
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    return fc->forward(torch::max_pool2d(torch::relu(bn->forward(conv->forward(x))), 2).flatten(1));
-  }
-};
-
-// Holds one weight tensor under the name "weight".
-struct Holder : torch::nn::Module {
-  torch::Tensor weight;
-  explicit Holder(torch::Tensor w) { weight = register_parameter("weight", std::move(w)); }
-};
-
-// A language-model-like net whose output layer is its embedding (tied weights): tokens ->
-// embed.weight rows -> tanh(hidden) -> logits = h embed.weight^T. "head.weight" is the same
-// tensor as "embed.weight".
-struct TiedNet : torch::nn::Module {
-  static constexpr std::int64_t kVocab = 16, kDim = 8;
-  std::shared_ptr<Holder> embed, head;
-  torch::nn::Linear hidden{nullptr};
-  TiedNet() {
-    embed = register_module("embed", std::make_shared<Holder>(torch::randn({kVocab, kDim}) * 0.5));
-    hidden = register_module("hidden", torch::nn::Linear(kDim, kDim));
-    head = register_module("head", std::make_shared<Holder>(embed->weight));
-  }
-  torch::Tensor forward(const torch::Tensor& tokens) {
-    torch::Tensor h = torch::tanh(hidden->forward(embed->weight.index_select(0, tokens)));
-    return torch::matmul(h, head->weight.t());
-  }
-};
-
-// A global batch of 64 examples for step `step`: images (64,1,8,8) and labels (64).
-struct Batch {
-  torch::Tensor x, y;
-};
-Batch image_batch(int step) {
-  torch::manual_seed(1000 + step);
-  return {torch::randn({64, 1, 8, 8}), torch::randint(0, 10, {64}, torch::kLong)};
-}
-Batch token_batch(int step) {
-  torch::manual_seed(2000 + step);
-  return {torch::randint(0, TiedNet::kVocab, {64}, torch::kLong),
-          torch::randint(0, TiedNet::kVocab, {64}, torch::kLong)};
-}
-
-// Returns rows [rank*n, (rank+1)*n) of `t`, n = rows / world.
-torch::Tensor shard(const torch::Tensor& t, int rank, int world) {
-  const std::int64_t n = t.size(0) / world;
-  return t.narrow(0, rank * n, n);
-}
-
-// Returns max |a - b| / max |b| over the parameters of two modules (same names).
-double relative_error(torch::nn::Module& a, torch::nn::Module& b) {
-  double diff = 0.0, scale = 0.0;
-  const auto pb = b.named_parameters(true);
-  for (const auto& item : a.named_parameters(true)) {
-    const torch::Tensor& vb = pb[item.key()];
-    diff = std::max(diff, (item.value() - vb).abs().max().item<double>());
-    scale = std::max(scale, vb.abs().max().item<double>());
-  }
-  return diff / scale;
-}
-
-// Returns the bits of every parameter and buffer of `m`, in order.
-std::vector<float> all_values(torch::nn::Module& m) {
-  std::vector<float> out;
-  for (const torch::Tensor& t : m.parameters(true)) {
-    const torch::Tensor c = t.detach().contiguous();
-    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-  }
-  for (const torch::Tensor& t : m.buffers(true)) {
-    const torch::Tensor c = t.detach().to(torch::kFloat).contiguous();
-    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-  }
-  return out;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using namespace mpitrain::libtorch::testing;
 
 class TorchModelTest : public ::testing::Test {
  protected:
@@ -147,7 +43,7 @@ class TorchModelTest : public ::testing::Test {
 TEST_F(TorchModelTest, RegistersTiedWeightsOnceAndRecordsTheAliases) {
   torch::manual_seed(0);
   TiedNet net;
-  torch::optim::AdamW opt(net.parameters(), torch::optim::AdamWOptions(1e-2));
+  torch::optim::AdamW opt(unique_parameters(net), torch::optim::AdamWOptions(1e-2));
   Engine engine(config(), comm_);
   TorchModel model(engine, net, opt);
   const std::vector<std::string> expected{"embed.weight", "hidden.weight", "hidden.bias"};
@@ -161,7 +57,7 @@ TEST_F(TorchModelTest, RegistersTiedWeightsOnceAndRecordsTheAliases) {
 TEST_F(TorchModelTest, GradientsAreViewsOfTheBucketStorage) {
   torch::manual_seed(0);
   SmallCnn net;
-  torch::optim::AdamW opt(net.parameters(), torch::optim::AdamWOptions(1e-2));
+  torch::optim::AdamW opt(unique_parameters(net), torch::optim::AdamWOptions(1e-2));
   Engine engine(config(), comm_);
   TorchModel model(engine, net, opt);
   const std::vector<std::span<float>> spans = engine.gradient_sync()->gradient_spans();
@@ -188,7 +84,7 @@ TEST_F(TorchModelTest, GradientsAreViewsOfTheBucketStorage) {
 TEST_F(TorchModelTest, AccumulateGradFiresOncePerBackwardForATiedWeight) {
   torch::manual_seed(0);
   TiedNet net;
-  torch::optim::AdamW opt(net.parameters(), torch::optim::AdamWOptions(1e-2));
+  torch::optim::AdamW opt(unique_parameters(net), torch::optim::AdamWOptions(1e-2));
   Engine engine(config(), comm_);
   TorchModel model(engine, net, opt);
   for (int step = 0; step < 3; ++step) {
@@ -205,7 +101,7 @@ TEST_F(TorchModelTest, AccumulateGradFiresOncePerBackwardForATiedWeight) {
 TEST_F(TorchModelTest, BucketsAreLaunchedDuringBackwardAndNothingInsideNoSync) {
   torch::manual_seed(0);
   SmallCnn net;
-  torch::optim::AdamW opt(net.parameters(), torch::optim::AdamWOptions(1e-2));
+  torch::optim::AdamW opt(unique_parameters(net), torch::optim::AdamWOptions(1e-2));
   Engine engine(config(), comm_);
   TorchModel model(engine, net, opt);
   const std::size_t buckets = engine.gradient_sync()->buckets().size();
@@ -234,7 +130,7 @@ TEST_F(TorchModelTest, BucketsAreLaunchedDuringBackwardAndNothingInsideNoSync) {
 TEST_F(TorchModelTest, SetToNoneZeroGradGivesAClearError) {
   torch::manual_seed(0);
   SmallCnn net;
-  torch::optim::AdamW opt(net.parameters(), torch::optim::AdamWOptions(1e-2));
+  torch::optim::AdamW opt(unique_parameters(net), torch::optim::AdamWOptions(1e-2));
   Engine engine(config(), comm_);
   TorchModel model(engine, net, opt);
   net.zero_grad(/*set_to_none=*/true);
@@ -254,35 +150,6 @@ TEST_F(TorchModelTest, SetToNoneZeroGradGivesAClearError) {
 
 // ---- equivalence: 2 ranks x 32 == 1 rank x 64 -------------------------------------------------
 
-// Trains `Net` 20 steps with AdamW through the engine on this rank's shard of each global
-// batch of 64, and the same net in plain torch on the whole batch; returns max|a-b|/max|b|.
-template <class Net, class MakeBatch>
-double engine_against_plain_torch(const Communicator& comm, MakeBatch make_batch) {
-  torch::manual_seed(7);
-  Net net;
-  torch::manual_seed(7);
-  Net reference;
-  torch::optim::AdamW opt(net.parameters(), torch::optim::AdamWOptions(1e-2));
-  torch::optim::AdamW ref_opt(reference.parameters(), torch::optim::AdamWOptions(1e-2));
-  EngineConfig c;
-  c.bucket_cap_mb = 1.0 / 1024;
-  c.first_bucket_mb = 1.0 / 1024;
-  Engine engine(c, comm);
-  TorchModel model(engine, net, opt);
-  for (int step = 0; step < 20; ++step) {
-    const Batch b = make_batch(step);
-    model.before_forward();
-    model.backward(torch::nn::functional::cross_entropy(
-        net.forward(shard(b.x, comm.rank(), comm.size())), shard(b.y, comm.rank(), comm.size())));
-    engine.step();
-    model.zero_grad();
-    ref_opt.zero_grad();
-    torch::nn::functional::cross_entropy(reference.forward(b.x), b.y).backward();
-    ref_opt.step();
-  }
-  return relative_error(net, reference);
-}
-
 TEST_F(TorchModelTest, CnnRanksTimesBatchEqualsOneProcessWithTheGlobalBatch) {
   EXPECT_LT((engine_against_plain_torch<SmallCnn>(comm_, image_batch)), 1e-5);
 }
@@ -296,7 +163,7 @@ TEST_F(TorchModelTest, TiedWeightsRanksTimesBatchEqualsOneProcessWithTheGlobalBa
 TEST_F(TorchModelTest, BatchNormBuffersAreEqualOnEveryRankAfterEachBroadcast) {
   torch::manual_seed(0);
   BnCnn net;
-  torch::optim::AdamW opt(net.parameters(), torch::optim::AdamWOptions(1e-2));
+  torch::optim::AdamW opt(unique_parameters(net), torch::optim::AdamWOptions(1e-2));
   Engine engine(config(), comm_);
   TorchModel model(engine, net, opt);
   const std::vector<std::string> expected{"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"};
@@ -328,7 +195,7 @@ TEST_F(TorchModelTest, BatchNormBuffersAreEqualOnEveryRankAfterEachBroadcast) {
 struct BnRun {
   std::shared_ptr<data::SyntheticDataset> dataset;
   BnCnn net;
-  torch::optim::AdamW opt{net.parameters(), torch::optim::AdamWOptions(1e-2)};
+  torch::optim::AdamW opt{unique_parameters(net), torch::optim::AdamWOptions(1e-2)};
   Engine engine;
   data::DataLoader loader;
   TorchModel model;
