@@ -54,7 +54,9 @@ int main(int argc, char** argv) try {
   torch::set_num_threads(1);  // one thread per rank (here 2 ranks share 2 cores)
 
   Net net;
-  torch::optim::AdamW optimizer(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  // unique_parameters: each tensor once, also when weights are tied (parameters() would
+  // list a tied tensor under each of its names, and the optimizer would step it twice).
+  torch::optim::AdamW optimizer(libtorch::unique_parameters(*net), torch::optim::AdamWOptions(1e-3));
   Engine engine(EngineConfig{}, comm);
   libtorch::TorchModel model(engine, *net, optimizer);  // rank 0's weights on every rank
 

@@ -14,7 +14,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include <torch/torch.h>
 
@@ -25,23 +24,6 @@
 #include "torch_models.hpp"
 
 using namespace mpitrain;
-
-namespace {
-
-// Returns the module's parameters, each tensor once (a tied weight is listed under two names
-// by libtorch's parameters(); Python's parameters() lists it once, and an optimizer given it
-// twice would update it twice per step).
-std::vector<torch::Tensor> unique_parameters(const torch::nn::Module& module) {
-  std::vector<torch::Tensor> out;
-  for (const torch::Tensor& p : module.parameters()) {
-    bool seen = false;
-    for (const torch::Tensor& q : out) seen = seen || q.is_same(p);
-    if (!seen) out.push_back(p);
-  }
-  return out;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) try {
   MpiRuntime runtime(&argc, &argv);
@@ -70,7 +52,8 @@ int main(int argc, char** argv) try {
     throw std::invalid_argument("unknown model '" + kind + "' (cnn, cnn_bn, tied)");
   }
   torch_test::load_floating_state(*module, init);
-  torch::optim::AdamW optimizer(unique_parameters(*module),
+  // unique_parameters: the tied weight once (module->parameters() lists it under both names).
+  torch::optim::AdamW optimizer(libtorch::unique_parameters(*module),
                                 torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
   EngineConfig config;
   config.blas_threads = 1;
