@@ -97,6 +97,16 @@ struct ExternalParameter {
   std::span<float> grad;
 };
 
+// A model buffer in the user's own storage (bring your own model): state that is not trained
+// but belongs to the model (BatchNorm running statistics and counters). Exactly one of
+// `value` and `integers` holds numel(shape) values; `integers` (int64) at most one value.
+struct ExternalBuffer {
+  std::string name;
+  Shape shape;
+  std::span<float> value;
+  std::span<std::int64_t> integers;
+};
+
 // Timing of the last synchronising backward, for benchmarks and logs.
 struct BackwardTimings {
   double backward_seconds = 0.0;  // the whole backward() call
@@ -179,6 +189,26 @@ class Engine {
   void register_parameters(std::vector<ExternalParameter> params);
   // Returns the gradient storage of a parameter registered with an empty grad span.
   std::span<float> gradient(std::string_view name);
+  // Bring your own optimizer (engine_external.cpp), after register_parameters(): step()
+  // steps `optimizer` after each real update and checkpoints save its state_dict() and
+  // kind() under /optimizer, as with prepare(). Its parameters() must be registered ones, or
+  // none: an adapter over an optimizer that updates the user's buffers itself (mpitrain::
+  // libtorch's). It must outlive the engine; prepare() and register_parameters() forget it.
+  // Throws std::invalid_argument naming a parameter that is not registered.
+  void set_optimizer(nn::Optimizer& optimizer);
+  // Bring your own model: registers the model's buffers, which broadcast_buffers() sends from
+  // rank 0 and checkpoints save under /buffers/<name> (fp32 datasets; int64 ones as integer
+  // attributes). Replaces earlier buffers; prepare() and register_parameters() forget them.
+  // Collective, agreed like register_parameters(): names and shapes that differ between
+  // ranks, a duplicate name, a size that is not numel(shape) or an int64 buffer of more than
+  // one value throw on every rank.
+  void register_buffers(std::vector<ExternalBuffer> buffers);
+  // Collective: copies rank 0's registered buffers to every rank (one broadcast for the fp32
+  // values, one for the int64 ones; nothing on one rank). Call it outside backward (the
+  // communication stream must be idle), e.g. before each forward as DDP's broadcast_buffers.
+  void broadcast_buffers();
+  // Returns the registered buffers in registration order.
+  const std::vector<ExternalBuffer>& buffers() const noexcept { return buffers_; }
 
   // Returns the gradient synchroniser (null before prepare()).
   GradientSync* gradient_sync() noexcept { return sync_.get(); }
@@ -438,6 +468,7 @@ class Engine {
   std::vector<nn::Parameter*> params_;
   std::unordered_map<std::string, std::size_t> index_of_name_;
   std::vector<std::unique_ptr<nn::Parameter>> external_params_;  // bring your own model
+  std::vector<ExternalBuffer> buffers_;                          // bring your own model
   nn::Module* model_ = nullptr;
   nn::Optimizer* optimizer_ = nullptr;
   std::function<void()> scheduler_step_;

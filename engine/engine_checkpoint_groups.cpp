@@ -101,6 +101,34 @@ struct Engine::CheckpointGroups {
     }
   }
 
+  // /buffers: the registered buffers (bring your own model), fp32 tensors and int64 values.
+  static bool has_buffers(const Engine& e) { return !e.buffers_.empty(); }
+  static StateGroup capture_buffers(const Engine& e, bool views) {
+    StateGroup g;
+    for (const ExternalBuffer& b : e.buffers_) {
+      if (!b.integers.empty()) {
+        g.integers[b.name] = b.integers[0];
+        continue;
+      }
+      const Tensor view = Tensor::view(b.value, b.shape);
+      g.tensors[b.name] = views ? view : clone(view);
+    }
+    return g;
+  }
+  static void check_buffers(const Engine&, const StateGroup& saved, const StateGroup& current) {
+    check_structure(saved, current, "buffers");
+  }
+  static void apply_buffers(Engine& e, const StateGroup& saved, std::vector<std::string>&) {
+    for (const ExternalBuffer& b : e.buffers_) {
+      if (!b.integers.empty()) {
+        b.integers[0] = integer_at(saved, b.name, "buffers");
+        continue;
+      }
+      const Tensor& t = saved.tensors.at(b.name);
+      std::copy_n(t.data(), t.numel(), b.value.data());
+    }
+  }
+
   // /engine: the counters of EngineState.
   static StateGroup capture_engine(const Engine& e, bool) {
     StateGroup g;
@@ -277,6 +305,8 @@ std::span<const EngineCheckpointGroup> Engine::checkpoint_groups() {
   static constexpr EngineCheckpointGroup kGroups[] = {
       {"model", Scope::replicated, "the model", G::always, G::capture_model, G::check_model,
        G::apply_model},
+      {"buffers", Scope::replicated, "model buffers (register_buffers)", G::has_buffers,
+       G::capture_buffers, G::check_buffers, G::apply_buffers},
       {"engine", Scope::replicated, "the engine counters", G::always, G::capture_engine,
        G::check_engine, G::apply_engine},
       {"optimizer", Scope::replicated, "an optimizer passed to prepare()", G::has_optimizer,

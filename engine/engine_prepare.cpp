@@ -109,6 +109,7 @@ void Engine::setup_sync(std::vector<SyncedParameter> params, std::string_view wh
   }
   model_ = nullptr;
   optimizer_ = nullptr;
+  buffers_.clear();
   params_.clear();
   for (const SyncedParameter& sp : params) params_.push_back(sp.parameter);
   index_of_name_ = std::move(index_of_name);

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages mpitrain needs to build, test, train and benchmark.
+# Installs the Debian packages mpitrain needs to build, test, train and benchmark, and
+# libtorch-dev, so that the optional libtorch component (torch/, MPITRAIN_TORCH) is built and
+# tested too (the core builds without it: -DMPITRAIN_TORCH=OFF).
 # Idempotent: when every package is present it changes nothing and runs no apt-get.
 #   scripts/install-deps.sh           build, test and run dependencies
 #   scripts/install-deps.sh --dev     also what regenerates golden data and compares
@@ -12,6 +14,7 @@ packages=(
   libhdf5-dev libyaml-cpp-dev libopenblas-dev liblapack-dev zlib1g-dev libxxhash-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libtorch-dev
   dataset-fashion-mnist
   python3 python3-numpy python3-h5py python3-matplotlib python3-pyte
   universal-ctags

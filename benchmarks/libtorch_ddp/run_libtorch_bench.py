@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""The libtorch benchmark's driver: the CNN of cnn.hpp at 2 ranks, samples/s of mpitrain's
+Engine (overlap on and off) against (a) PyTorch's Python DDP with gloo (ddp_gloo.py) and (b)
+the hand-written allreduce after backward of pytorch/examples' dist-mnist.cpp
+(allreduce_after_backward.cpp), all measured in this one run, in rounds whose order rotates,
+and printed as a table (median of the rounds) with ratios, as nccl-tests print theirs.
+
+  benchmarks/libtorch_ddp/run_libtorch_bench.py --build build [--rounds 3] [--batch 64]
+      [--warmup 20] [--steps 200] [--np 2] [--json FILE]
+
+Every implementation runs with one torch thread per rank (torch.set_num_threads(1) in each
+program, and OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 in their environment): 2 ranks on the
+2 cores. Same model, same initial-weight recipe, same batches (Fashion-MNIST, seed 42),
+AdamW. Check `uptime` first: figures are meaningful only on an idle machine (load below ~1).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+IMPLS = ["pytorch_ddp_gloo", "cpp_allreduce_after_backward", "mpitrain_overlap_on", "mpitrain_overlap_off"]
+GLOO, ALLREDUCE = IMPLS[0], IMPLS[1]
+
+
+def command(impl, args):
+    """Returns the command line that runs `impl` once."""
+    common = ["--batch", str(args.batch), "--warmup", str(args.warmup), "--steps", str(args.steps)]
+    mpi = [args.mpiexec, "-n", str(args.np), "--oversubscribe"]
+    binaries = Path(args.build) / "benchmarks"
+    if impl == GLOO:
+        return [sys.executable, str(HERE / "ddp_gloo.py"), "--nproc", str(args.np)] + common
+    if impl == ALLREDUCE:
+        return mpi + [str(binaries / "libtorch_allreduce_bench")] + common
+    return mpi + [str(binaries / "libtorch_mpitrain_bench"), "--overlap", impl.rsplit("_", 1)[1]] + common
+
+
+def run_once(impl, args):
+    """Returns the JSON record rank 0 of `impl` printed."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    result = subprocess.run(command(impl, args), capture_output=True, text=True, env=env)
+    records = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not records:
+        sys.exit(f"{impl} failed (exit {result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return json.loads(records[-1])
+
+
+def load_average():
+    """Returns the 1-minute load average."""
+    return os.getloadavg()[0]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", required=True, help="the CMake build folder")
+    parser.add_argument("--mpiexec", default="mpirun")
+    parser.add_argument("--np", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=64, help="examples per rank and step")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=200, help="timed steps per run")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+
+    load_before = load_average()
+    results = {impl: [] for impl in IMPLS}
+    for round_index in range(args.rounds):
+        shift = round_index % len(IMPLS)
+        for impl in IMPLS[shift:] + IMPLS[:shift]:
+            results[impl].append(run_once(impl, args))
+    load_after = load_average()
+
+    median = {impl: statistics.median(r["samples_per_s"] for r in results[impl]) for impl in IMPLS}
+    print(f"# libtorch CNN (benchmarks/libtorch_ddp/cnn.hpp, 63,562 parameters) on Fashion-MNIST, "
+          f"{args.np} ranks x {args.batch} examples, AdamW")
+    print(f"# {args.steps} timed steps after {args.warmup} warm-up steps per run, median of "
+          f"{args.rounds} rounds (order rotated); 1 torch thread per rank "
+          f"(set_num_threads(1), OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1)")
+    print(f"# load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
+    print("#")
+    print(f"# {'impl':>28} {'samples/s':>10} {'step_ms':>8} {'vs_gloo':>8} {'vs_allreduce':>12}   rounds (samples/s)")
+    for impl in IMPLS:
+        step_ms = statistics.median(r["step_ms"] for r in results[impl])
+        rounds = " ".join(f"{r['samples_per_s']:.0f}" for r in results[impl])
+        print(f"  {impl:>28} {median[impl]:>10.1f} {step_ms:>8.2f} {median[impl] / median[GLOO]:>8.3f} "
+              f"{median[impl] / median[ALLREDUCE]:>12.3f}   {rounds}")
+    best = max(("mpitrain_overlap_on", "mpitrain_overlap_off"), key=median.get)
+    print("#")
+    print(f"# mpitrain (default, overlap on) vs PyTorch DDP gloo: {median['mpitrain_overlap_on'] / median[GLOO]:.3f}x "
+          f"(goal >= 1.2); vs allreduce after backward: {median['mpitrain_overlap_on'] / median[ALLREDUCE]:.3f}x "
+          f"(goal >= 1.1); best mpitrain setting here: {best}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "load_before": load_before,
+                                               "load_after": load_after, "runs": results,
+                                               "median_samples_per_s": median}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
