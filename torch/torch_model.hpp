@@ -45,10 +45,10 @@
 //   checkpoints hold its state under /optimizer (kind "torch.adamw", "torch.adam",
 //   "torch.sgd"). Every parameter of the optimizer must be a parameter of the model, and
 //   appear once (unique_parameters()).
-// Parameters and buffers must be contiguous CPU tensors (fp32 parameters), each its own
-// storage; std::invalid_argument names the one that is not (on every rank: the checks are
-// agreed by the engine). Changing the model's parameters or buffers after prepare is not
-// seen: prepare again.
+// Parameters and buffers must be contiguous CPU tensors (fp32 parameters), and two
+// parameters never distinct tensors over the same memory; std::invalid_argument names the
+// one that is not (on every rank: the checks are agreed across ranks). Changing the model's
+// parameters or buffers after prepare is not seen: prepare again.
 //
 // Checkpoints (Engine::save_state / load_state, same layout and commit protocol as native
 // models, DESIGN.md section 10): /model/<name> every registered parameter (first torch name),
@@ -114,10 +114,13 @@ class TorchModel {
   // (collective then), else does nothing.
   void before_forward();
   // Returns a guard under which libtorch's CPU autocast runs in bf16 when the engine's
-  // mixed_precision is bf16 (real bf16 kernels: matmul, linear, conv run in bf16, reductions
-  // and losses in fp32, as torch.autocast("cpu")); otherwise a guard that does nothing.
-  // libtorch 1.13's CPU autocast supports bf16 only: with mixed_precision fp16 the model
-  // computes in fp32 and only the loss scaling (and skipped steps) of fp16 apply.
+  // mixed_precision is bf16, as torch.autocast("cpu"): real bf16 kernels for conv, linear,
+  // matmul/mm/bmm/addmm; losses (cross_entropy, nll_loss, ...) in fp32; other ops follow
+  // their inputs (relu, softmax of a bf16 tensor stay bf16). Otherwise a guard that does
+  // nothing. Run backward outside it. libtorch 1.13's CPU autocast supports bf16 only
+  // (set_autocast_cpu_dtype(kHalf) throws "Currently, AutocastCPU only support Bfloat16"):
+  // with mixed_precision fp16 the model computes in fp32, and fp16's loss scaling and
+  // skipped steps apply.
   class Autocast;
   [[nodiscard]] Autocast autocast() const;
   // Runs the engine's backward for `loss` (a scalar): loss * engine.loss_gradient_scale()
