@@ -13,10 +13,10 @@
 //   mpitrain::libtorch::TorchModel model(engine, *net, opt);   // prepare: after the engine
 //   for (...) {                                                // (declared after it)
 //     auto micro = engine.accumulate();                        // optional (accumulation)
-//     model.before_forward();                                  // buffers from rank 0
 //     torch::Tensor loss;
 //     { auto autocast = model.autocast();                      // bf16 CPU autocast if configured
-//       loss = torch::nn::functional::cross_entropy(net->forward(x), y); }
+//       torch::Tensor logits = model.forward(*net, x);         // buffers from rank 0, forward
+//       loss = torch::nn::functional::cross_entropy(logits, y); }
 //     model.backward(loss);                                    // buckets reduced during backward
 //     if (engine.sync_gradients()) engine.clip_grad_norm(1.0); // or engine.clip_grad_value
 //     engine.step();                                           // opt.step() (sync steps only)
@@ -65,6 +65,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mpitrain/checkpoint/save_model.hpp"
@@ -111,8 +112,16 @@ class TorchModel {
   TorchModel& operator=(const TorchModel&) = delete;
 
   // Call before each forward: broadcasts rank 0's buffers when options().broadcast_buffers
-  // (collective then), else does nothing.
+  // (collective then), else does nothing. (libtorch modules have no forward pre-hooks, so
+  // this cannot run by itself as in DDP; forward() below calls it.)
   void before_forward();
+  // Returns module.forward(args...) after before_forward(): net->forward(x) becomes
+  // model.forward(*net, x); a torch::jit::Module takes its std::vector<IValue> inputs.
+  template <class Module, class... Args>
+  decltype(auto) forward(Module& module, Args&&... args) {
+    before_forward();
+    return module.forward(std::forward<Args>(args)...);
+  }
   // Returns a guard under which libtorch's CPU autocast runs in bf16 when the engine's
   // mixed_precision is bf16, as torch.autocast("cpu"): real bf16 kernels for conv, linear,
   // matmul/mm/bmm/addmm; losses (cross_entropy, nll_loss, ...) in fp32; other ops follow

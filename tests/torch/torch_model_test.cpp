@@ -254,8 +254,7 @@ struct BnRun {
       const auto rows = static_cast<std::int64_t>(batch.labels.size());
       const torch::Tensor x = torch::from_blob(batch.features.data(), {rows, 1, 8, 8}).clone();
       const torch::Tensor y = torch::from_blob(batch.labels.data(), {rows}, torch::kInt).to(torch::kLong);
-      model.before_forward();
-      model.backward(torch::nn::functional::cross_entropy(net.forward(x), y));
+      model.backward(torch::nn::functional::cross_entropy(model.forward(net, x), y));
       engine.step();
       model.zero_grad();
     }
