@@ -4,7 +4,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <typeinfo>
 #include <string>
 #include <vector>
 
@@ -173,7 +175,10 @@ double engine_against_plain_torch(const Communicator& comm, MakeBatch make_batch
     if (opts.clip_value > 0) torch::nn::utils::clip_grad_value_(ref_params, opts.clip_value);
     ref_opt.step();
   }
-  return relative_error(net, reference);
+  const double error = relative_error(net, reference);
+  std::printf("[rank %d of %d] %s: max|a-b|/max|b| = %.3g after %d steps\n", comm.rank(),
+              comm.size(), typeid(Net).name(), error, opts.steps);
+  return error;
 }
 
 }  // namespace mpitrain::libtorch::testing
