@@ -20,6 +20,9 @@
 
 #include "mpitrain/checkpoint/h5_file.hpp"
 #include "mpitrain/checkpoint/rank_agreement.hpp"
+#include "mpitrain/collectives/communicator.hpp"
+#include "mpitrain/precision/precision_mode.hpp"
+#include "mpitrain/tensor/tensor.hpp"
 #include "mpitrain/torch/torch_model.hpp"
 #include "mpitrain/torch/torch_optimizer.hpp"
 
@@ -101,6 +104,7 @@ void TorchModel::prepare(torch::optim::Optimizer& optimizer) {
   // Tied weights: one parameter per TensorImpl, under its first name.
   std::string errors;
   std::unordered_map<const void*, std::string> name_of;
+  std::unordered_map<const void*, std::string> name_of_data;
   std::vector<NamedTensor> frozen;
   for (const NamedTensor& p : torch_->every_param) {
     const void* impl = p.tensor.unsafeGetTensorImpl();
@@ -114,6 +118,12 @@ void TorchModel::prepare(torch::optim::Optimizer& optimizer) {
       continue;
     }
     append(errors, tensor_error("parameter", p.name, p.tensor, true));
+    // Two tensors over the same memory with their own gradients cannot share one value.
+    const auto [owner, fresh] = name_of_data.emplace(p.tensor.data_ptr(), p.name);
+    if (!fresh) {
+      append(errors, "parameters '" + owner->second + "' and '" + p.name +
+                         "' are different tensors over the same storage (tie them by holding one tensor)");
+    }
     names_.push_back(p.name);
     torch_->params.push_back(p.tensor);
   }

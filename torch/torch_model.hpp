@@ -13,10 +13,10 @@
 //   mpitrain::libtorch::TorchModel model(engine, *net, opt);   // prepare: after the engine
 //   for (...) {                                                // (declared after it)
 //     auto micro = engine.accumulate();                        // optional (accumulation)
-//     model.before_forward();                                  // buffers from rank 0
 //     torch::Tensor loss;
 //     { auto autocast = model.autocast();                      // bf16 CPU autocast if configured
-//       loss = torch::nn::functional::cross_entropy(net->forward(x), y); }
+//       torch::Tensor logits = model.forward(*net, x);         // buffers from rank 0, forward
+//       loss = torch::nn::functional::cross_entropy(logits, y); }
 //     model.backward(loss);                                    // buckets reduced during backward
 //     if (engine.sync_gradients()) engine.clip_grad_norm(1.0); // or engine.clip_grad_value
 //     engine.step();                                           // opt.step() (sync steps only)
@@ -45,10 +45,10 @@
 //   checkpoints hold its state under /optimizer (kind "torch.adamw", "torch.adam",
 //   "torch.sgd"). Every parameter of the optimizer must be a parameter of the model, and
 //   appear once (unique_parameters()).
-// Parameters and buffers must be contiguous CPU tensors (fp32 parameters), each its own
-// storage; std::invalid_argument names the one that is not (on every rank: the checks are
-// agreed by the engine). Changing the model's parameters or buffers after prepare is not
-// seen: prepare again.
+// Parameters and buffers must be contiguous CPU tensors (fp32 parameters), and two
+// parameters never distinct tensors over the same memory; std::invalid_argument names the
+// one that is not (on every rank: the checks are agreed across ranks). Changing the model's
+// parameters or buffers after prepare is not seen: prepare again.
 //
 // Checkpoints (Engine::save_state / load_state, same layout and commit protocol as native
 // models, DESIGN.md section 10): /model/<name> every registered parameter (first torch name),
@@ -65,6 +65,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mpitrain/checkpoint/save_model.hpp"
@@ -111,13 +112,24 @@ class TorchModel {
   TorchModel& operator=(const TorchModel&) = delete;
 
   // Call before each forward: broadcasts rank 0's buffers when options().broadcast_buffers
-  // (collective then), else does nothing.
+  // (collective then), else does nothing. (libtorch modules have no forward pre-hooks, so
+  // this cannot run by itself as in DDP; forward() below calls it.)
   void before_forward();
+  // Returns module.forward(args...) after before_forward(): net->forward(x) becomes
+  // model.forward(*net, x); a torch::jit::Module takes its std::vector<IValue> inputs.
+  template <class Module, class... Args>
+  decltype(auto) forward(Module& module, Args&&... args) {
+    before_forward();
+    return module.forward(std::forward<Args>(args)...);
+  }
   // Returns a guard under which libtorch's CPU autocast runs in bf16 when the engine's
-  // mixed_precision is bf16 (real bf16 kernels: matmul, linear, conv run in bf16, reductions
-  // and losses in fp32, as torch.autocast("cpu")); otherwise a guard that does nothing.
-  // libtorch 1.13's CPU autocast supports bf16 only: with mixed_precision fp16 the model
-  // computes in fp32 and only the loss scaling (and skipped steps) of fp16 apply.
+  // mixed_precision is bf16, as torch.autocast("cpu"): real bf16 kernels for conv, linear,
+  // matmul/mm/bmm/addmm; losses (cross_entropy, nll_loss, ...) in fp32; other ops follow
+  // their inputs (relu, softmax of a bf16 tensor stay bf16). Otherwise a guard that does
+  // nothing. Run backward outside it. libtorch 1.13's CPU autocast supports bf16 only
+  // (set_autocast_cpu_dtype(kHalf) throws "Currently, AutocastCPU only support Bfloat16"):
+  // with mixed_precision fp16 the model computes in fp32, and fp16's loss scaling and
+  // skipped steps apply.
   class Autocast;
   [[nodiscard]] Autocast autocast() const;
   // Runs the engine's backward for `loss` (a scalar): loss * engine.loss_gradient_scale()

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "mpitrain/nn/optimizer.hpp"
+#include "mpitrain/tensor/state_dict.hpp"
 
 namespace torch::optim {
 class Optimizer;

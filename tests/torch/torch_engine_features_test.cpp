@@ -252,8 +252,7 @@ TEST_F(TorchEngineFeatures, PreparesATorchScriptModule) {
   const torch::Tensor w0 = params[0].detach().clone();
   torch::manual_seed(rank());  // different data on each rank
   const torch::Tensor x = torch::randn({8, 4});
-  model.before_forward();
-  const torch::Tensor out = m.forward({x}).toTensor();
+  const torch::Tensor out = model.forward(m, std::vector<torch::jit::IValue>{x}).toTensor();
   model.backward(out.pow(2).mean());
   EXPECT_EQ(params[0].grad().data_ptr<float>(), engine.gradient("w").data());
   EXPECT_TRUE(engine.step());

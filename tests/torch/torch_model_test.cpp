@@ -54,6 +54,28 @@ TEST_F(TorchModelTest, RegistersTiedWeightsOnceAndRecordsTheAliases) {
   EXPECT_EQ(engine.parameters()[0]->name, "embed.weight");
 }
 
+// Two distinct tensors over one storage (not a tie: each would get its own gradient).
+struct SharedStorage : torch::nn::Module {
+  torch::Tensor a, b;
+  SharedStorage() {
+    a = register_parameter("a", torch::ones({4}));
+    b = register_parameter("b", a.detach());
+  }
+};
+
+TEST_F(TorchModelTest, DistinctParametersOverOneStorageAreRefusedOnEveryRank) {
+  SharedStorage net;
+  torch::optim::SGD opt(unique_parameters(net), torch::optim::SGDOptions(0.1));
+  Engine engine(config(), comm_);
+  try {
+    TorchModel model(engine, net, opt);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0: parameters 'a' and 'b' are different tensors over the same storage"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST_F(TorchModelTest, GradientsAreViewsOfTheBucketStorage) {
   torch::manual_seed(0);
   SmallCnn net;
@@ -232,8 +254,7 @@ struct BnRun {
       const auto rows = static_cast<std::int64_t>(batch.labels.size());
       const torch::Tensor x = torch::from_blob(batch.features.data(), {rows, 1, 8, 8}).clone();
       const torch::Tensor y = torch::from_blob(batch.labels.data(), {rows}, torch::kInt).to(torch::kLong);
-      model.before_forward();
-      model.backward(torch::nn::functional::cross_entropy(net.forward(x), y));
+      model.backward(torch::nn::functional::cross_entropy(model.forward(net, x), y));
       engine.step();
       model.zero_grad();
     }

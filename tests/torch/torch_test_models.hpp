@@ -4,7 +4,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <typeinfo>
 #include <string>
 #include <vector>
 
@@ -155,11 +157,12 @@ double engine_against_plain_torch(const Communicator& comm, MakeBatch make_batch
     const Batch b = make_batch(step);
     const torch::Tensor x = shard(b.x, comm.rank(), comm.size());
     const torch::Tensor y = shard(b.y, comm.rank(), comm.size());
-    for (std::int64_t m = 0; m < opts.accumulation; ++m) {
+    const auto micro_batches = static_cast<int>(opts.accumulation);
+    for (int m = 0; m < micro_batches; ++m) {
       auto micro = engine.accumulate();
       model.before_forward();
-      model.backward(torch::nn::functional::cross_entropy(net.forward(shard(x, static_cast<int>(m), static_cast<int>(opts.accumulation))),
-                                                          shard(y, static_cast<int>(m), static_cast<int>(opts.accumulation))));
+      const torch::Tensor logits = net.forward(shard(x, m, micro_batches));
+      model.backward(torch::nn::functional::cross_entropy(logits, shard(y, m, micro_batches)));
       if (engine.sync_gradients() && opts.clip_norm > 0) engine.clip_grad_norm(opts.clip_norm);
       if (engine.sync_gradients() && opts.clip_value > 0) engine.clip_grad_value(opts.clip_value);
       engine.step();
@@ -167,11 +170,15 @@ double engine_against_plain_torch(const Communicator& comm, MakeBatch make_batch
     }
     ref_opt.zero_grad();
     torch::nn::functional::cross_entropy(reference.forward(b.x), b.y).backward();
-    if (opts.clip_norm > 0) torch::nn::utils::clip_grad_norm_(unique_parameters(reference), opts.clip_norm);
-    if (opts.clip_value > 0) torch::nn::utils::clip_grad_value_(unique_parameters(reference), opts.clip_value);
+    const std::vector<torch::Tensor> ref_params = unique_parameters(reference);
+    if (opts.clip_norm > 0) torch::nn::utils::clip_grad_norm_(ref_params, opts.clip_norm);
+    if (opts.clip_value > 0) torch::nn::utils::clip_grad_value_(ref_params, opts.clip_value);
     ref_opt.step();
   }
-  return relative_error(net, reference);
+  const double error = relative_error(net, reference);
+  std::printf("[rank %d of %d] %s: max|a-b|/max|b| = %.3g after %d steps\n", comm.rank(),
+              comm.size(), typeid(Net).name(), error, opts.steps);
+  return error;
 }
 
 }  // namespace mpitrain::libtorch::testing
