@@ -1,0 +1,278 @@
+// CollectiveWatch (see collective_watch.hpp): progress numbers, fingerprints, the debug
+// mode's per-call check, and the deadline report.
+
+#include "mpitrain/collectives/detail/collective_watch.hpp"
+
+#include <mpi.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "mpitrain/collectives/detail/bounded_wait.hpp"
+#include "mpitrain/collectives/detail/comm_context.hpp"
+#include "mpitrain/collectives/detail/shm_segment.hpp"
+
+namespace mpitrain::detail {
+namespace {
+
+// How long a rank that timed out waits, before MPI_Abort, for the peers that arrived in the
+// same collective to print their own reports (each polls its own deadline, so they expire
+// within a few milliseconds of each other).
+constexpr std::chrono::seconds kReportGrace{2};
+constexpr std::uint8_t kNoWire = 0xff;
+
+// A rank's published progress word: the number of the collective it entered last (bits 16
+// and up), that collective's op + 1 (bits 8-15), and whether it is in a check of this watch
+// after that collective (bit 0).
+struct Progress {
+  std::uint64_t seq = 0;
+  int op = -1;  // Collective, or -1 before the first
+  bool in_check = false;
+
+  static std::uint64_t word(std::uint64_t seq, Collective op, bool in_check) noexcept {
+    return seq << 16 | (static_cast<std::uint64_t>(op) + 1) << 8 | (in_check ? 1u : 0u);
+  }
+  static Progress of(std::uint64_t w) noexcept {
+    return {w >> 16, static_cast<int>((w >> 8) & 0xff) - 1, (w & 1u) != 0};
+  }
+};
+
+// Returns what a peer at `p` did instead of arriving at collective `seq` (op `op`, or kCheck:
+// the check after it), or "" when it arrived.
+std::string lateness(const Progress& p, std::uint64_t seq, int op) {
+  if (op == CollectiveWatch::kCheck) {
+    if (p.in_check && p.seq == seq) return "";
+    if (p.seq > seq) return fmt::format("went on to #{}", p.seq);
+  } else {
+    if (p.seq > seq || (p.seq == seq && p.op == op && !p.in_check)) return "";
+    if (p.seq == seq) {
+      return fmt::format("called {} as #{}", to_string(static_cast<Collective>(p.op)), p.seq);
+    }
+  }
+  if (p.in_check) return fmt::format("last seen in the fingerprint check after #{}", p.seq);
+  return fmt::format("last seen at #{}", p.seq);
+}
+
+// Returns h with v folded in (boost's hash_combine with a 64-bit constant): order-sensitive.
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
+  return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+}
+
+bool has_root(Collective op) noexcept {
+  return op == Collective::broadcast || op == Collective::gather;
+}
+bool has_reduce(Collective op) noexcept {
+  return op == Collective::allreduce || op == Collective::reduce_scatter;
+}
+
+// One rank's collective as the debug mode compares it: 128 bytes, allgathered before the call.
+struct CallRecord {
+  std::uint64_t seq = 0;
+  std::uint64_t count = 0;
+  std::int32_t root = 0;
+  std::uint8_t op = 0;
+  std::uint8_t type = 0;
+  std::uint8_t wire = kNoWire;
+  std::uint8_t reduce = 0;
+  std::array<char, 24> algo{};
+  std::array<char, 80> site{};
+};
+static_assert(sizeof(CallRecord) == 128);
+
+// Copies `text` into `out`, cut to fit with a terminating zero.
+template <std::size_t N> void copy_text(std::array<char, N>& out, std::string_view text) {
+  const std::size_t n = std::min(text.size(), N - 1);
+  std::memcpy(out.data(), text.data(), n);
+  out[n] = '\0';
+}
+
+// Returns "allreduce(f32, 1024)", "barrier", "broadcast(f32, 10, root 0)"; `full` adds the
+// reduction and the algorithm: "allreduce(f32, 1024, sum, ring)".
+std::string describe_record(const CallRecord& r, bool full) {
+  const auto op = static_cast<Collective>(r.op);
+  if (op == Collective::barrier) return full ? fmt::format("barrier({})", r.algo.data()) : "barrier";
+  std::string type(to_string(static_cast<DType>(r.type)));
+  if (r.wire != kNoWire) type += fmt::format(" as {}", to_string(static_cast<DType>(r.wire)));
+  std::string text = fmt::format("{}({}, {}", to_string(op), type, r.count);
+  if (has_root(op)) text += fmt::format(", root {}", r.root);
+  if (full && has_reduce(op)) text += fmt::format(", {}", to_string(static_cast<ReduceOp>(r.reduce)));
+  if (full) text += fmt::format(", {}", r.algo.data());
+  return text + ")";
+}
+
+// Returns true when two ranks' records name the same call (numbers and call sites aside).
+bool same_call(const CallRecord& a, const CallRecord& b) {
+  const auto op = static_cast<Collective>(a.op);
+  return a.op == b.op && a.type == b.type && a.wire == b.wire && a.count == b.count &&
+         (!has_root(op) || a.root == b.root) && (!has_reduce(op) || a.reduce == b.reduce) &&
+         std::strcmp(a.algo.data(), b.algo.data()) == 0;
+}
+
+std::string site_name(const CallRecord& r) {
+  return r.site[0] != '\0' ? std::string(r.site.data()) : std::string("an unnamed call site");
+}
+
+// Returns "rank 1" or "ranks 1, 3".
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
+
+}  // namespace
+
+std::string CollectiveWatch::describe(const CollectiveArgs& a) {
+  if (a.op == Collective::barrier) return "barrier";
+  std::string type(to_string(a.type));
+  if (a.has_wire()) type += fmt::format(" as {}", to_string(*a.wire));
+  std::string text = fmt::format("{}({}, {} elements", to_string(a.op), type, a.count);
+  if (has_root(a.op)) text += fmt::format(", root {}", a.root);
+  return text + ")";
+}
+
+void CollectiveWatch::enter(CommContext& ctx, const CollectiveArgs& a, std::string_view algo,
+                            std::uint64_t seq) {
+  ctx.shm->publish_progress(Progress::word(seq, a.op, false));
+  last_op_ = a.op;
+  std::uint64_t h = mix(fingerprint_, static_cast<std::uint64_t>(a.op) |
+                                          static_cast<std::uint64_t>(a.sent_type()) << 8 |
+                                          static_cast<std::uint64_t>(a.reduce) << 16 |
+                                          static_cast<std::uint64_t>(a.has_wire()) << 24 |
+                                          static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.root)) << 32);
+  h = mix(h, a.count);
+  for (char c : algo) h = mix(h, static_cast<unsigned char>(c));
+  fingerprint_ = h;
+  ++since_check_;
+  if (debug) check_record(ctx, a, algo, seq);
+}
+
+void CollectiveWatch::check_record(CommContext& ctx, const CollectiveArgs& a,
+                                   std::string_view algo, std::uint64_t seq) {
+  CallRecord mine;
+  mine.seq = seq;
+  mine.count = a.count;
+  mine.root = a.root;
+  mine.op = static_cast<std::uint8_t>(a.op);
+  mine.type = static_cast<std::uint8_t>(a.type);
+  mine.wire = a.has_wire() ? static_cast<std::uint8_t>(*a.wire) : kNoWire;
+  mine.reduce = static_cast<std::uint8_t>(a.reduce);
+  copy_text(mine.algo, algo);
+  const char* where = site.load(std::memory_order_relaxed);
+  copy_text(mine.site, where != nullptr ? std::string_view(where) : std::string_view());
+  std::vector<CallRecord> all(static_cast<std::size_t>(ctx.size));
+  exchange(ctx, &mine, all.data(), sizeof(CallRecord), seq, static_cast<int>(a.op),
+           fmt::format("collective check before {} #{}", describe(a), seq));
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (same_call(all[r], all[0])) continue;
+    const bool full = describe_record(all[r], false) == describe_record(all[0], false);
+    throw CollectiveMismatch(fmt::format(
+        "collective mismatch: rank {} called {} #{} from {}, rank 0 called {} #{} from {}", r,
+        describe_record(all[r], full), all[r].seq, site_name(all[r]),
+        describe_record(all[0], full), all[0].seq, site_name(all[0])));
+  }
+}
+
+void CollectiveWatch::check_fingerprints(CommContext& ctx, std::uint64_t seq) {
+  ctx.shm->publish_progress(Progress::word(seq, last_op_, true));
+  const auto h = static_cast<std::int64_t>(fingerprint_);
+  std::array<std::int64_t, 2> extremes{h, ~h};  // max of both: the largest and ~(smallest)
+  MPI_Request req = MPI_REQUEST_NULL;
+  ctx.check(MPI_Iallreduce(MPI_IN_PLACE, extremes.data(), 2, MPI_INT64_T, MPI_MAX, ctx.check_comm,
+                           &req),
+            "MPI_Iallreduce (collective check)", 2);
+  try {
+    ctx.check(wait_requests(&req, 1, ctx.timeout), "MPI_Wait (collective check)", 2);
+  } catch (const WaitExpired& e) {
+    expire(ctx, fmt::format("fingerprint check after #{}", seq), seq, kCheck, e.waited());
+  }
+  const std::uint64_t issued = since_check_;
+  fingerprint_ = 0;
+  since_check_ = 0;
+  if (extremes[0] == ~extremes[1]) {
+    ctx.shm->publish_progress(Progress::word(seq, last_op_, false));
+    return;
+  }
+  const std::array<std::uint64_t, 3> mine{seq, issued, static_cast<std::uint64_t>(h)};
+  std::vector<std::array<std::uint64_t, 3>> all(static_cast<std::size_t>(ctx.size));
+  exchange(ctx, mine.data(), all.data(), sizeof(mine), seq, kCheck,
+           fmt::format("fingerprint check after #{}", seq));
+  std::string text = "collective mismatch: the ranks issued different collectives since the last check:";
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    text += fmt::format("{} rank {} issued {} up to #{} (fingerprint {:016x})", r ? "," : "", r,
+                        all[r][1], all[r][0], all[r][2]);
+  }
+  throw CollectiveMismatch(text + "; set MPITRAIN_DEBUG_COLLECTIVES=1 to name the first "
+                                  "collective that differs");
+}
+
+void CollectiveWatch::exchange(CommContext& ctx, const void* mine, void* all, int bytes,
+                               std::uint64_t seq, int op, const std::string& what) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  ctx.check(MPI_Iallgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, ctx.check_comm, &req),
+            "MPI_Iallgather (collective check)", static_cast<std::size_t>(bytes));
+  try {
+    ctx.check(wait_requests(&req, 1, ctx.timeout), "MPI_Wait (collective check)",
+              static_cast<std::size_t>(bytes));
+  } catch (const WaitExpired& e) {
+    expire(ctx, what, seq, op, e.waited());
+  }
+}
+
+std::string CollectiveWatch::arrivals(const CommContext& ctx, std::uint64_t seq, int op) {
+  std::string missing;
+  std::vector<int> arrived;
+  std::vector<int> elsewhere;
+  for (int r = 0; r < ctx.size; ++r) {
+    const int node_rank = ctx.node_rank_of[static_cast<std::size_t>(r)];
+    if (node_rank < 0) {
+      elsewhere.push_back(r);
+      continue;
+    }
+    const std::string late =
+        r == ctx.rank ? std::string()
+                      : lateness(Progress::of(ctx.shm->progress(node_rank)), seq, op);
+    if (late.empty()) {
+      arrived.push_back(r);
+    } else {
+      missing += fmt::format("{}rank {} did not arrive ({})", missing.empty() ? "" : "; ", r, late);
+    }
+  }
+  std::string text = missing.empty() ? "every rank on this node arrived" : missing;
+  if (!arrived.empty()) text += "; arrived: " + ranks_text(arrived);
+  if (!elsewhere.empty()) text += "; not observable (other nodes): " + ranks_text(elsewhere);
+  return text;
+}
+
+void CollectiveWatch::expire(CommContext& ctx, const std::string& what, std::uint64_t seq,
+                             int op, std::chrono::nanoseconds waited) {
+  ctx.broken = true;
+  // The configured deadline, as the user set it ("after 10 s"); `waited` exceeds it by the
+  // polling granularity (milliseconds).
+  const double limit = std::chrono::duration<double>(std::min(ctx.timeout, waited)).count();
+  const std::string text = fmt::format("rank {}: {} timed out after {:g} s: {}", ctx.rank,
+                                       what, limit, arrivals(ctx, seq, op));
+  if (action == TimeoutAction::throw_error) throw CollectiveTimeout(text);
+  std::fprintf(stderr, "mpitrain: %s; ending the job (MPI_Abort)\n", text.c_str());
+  std::fflush(stderr);
+  ctx.shm->mark_reported();
+  // Give the peers that wait in the same collective the time to print their reports.
+  const auto until = std::chrono::steady_clock::now() + kReportGrace;
+  for (int r = 0; r < ctx.size && std::chrono::steady_clock::now() < until; ++r) {
+    const int node_rank = ctx.node_rank_of[static_cast<std::size_t>(r)];
+    if (node_rank < 0 || Progress::of(ctx.shm->progress(node_rank)).seq != seq) continue;
+    while (!ctx.shm->reported(node_rank) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  MPI_Abort(ctx.comm, 1);
+  std::abort();  // MPI_Abort does not return
+}
+
+}  // namespace mpitrain::detail
