@@ -82,16 +82,19 @@ int checkpoints_command(bool list, const std::string& dir, const Communicator& c
 int train(const Options& options, Communicator& comm, const app::StopSignal& stop) {
   const app::TrainConfig config = app::load_config(options.config, options.overrides);
   if (config.distributed.algorithm_table) comm.use_algorithm_table(*config.distributed.algorithm_table);
-  // A rank waiting in a shared-memory collective gives up as the watchdog would, naming the
-  // ranks that did not arrive.
+  // Every wait for peers in a collective gives up after timeout_s, naming the ranks that did
+  // not arrive (collective_timeout.hpp); the watchdog covers the rest and defers to it.
   comm.set_timeout(std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(config.distributed.timeout_s)));
   const app::InjectedFault fault = app::parse_injected_fault(options.fault);
-  app::Watchdog watchdog(config.distributed.timeout_s, comm.rank(), [&comm](const std::string& text) {
-    std::fprintf(stderr, "trainer: %s; aborting the job\n", text.c_str());
-    std::fflush(stderr);
-    comm.abort(1);
-  });
+  app::Watchdog watchdog(
+      config.distributed.timeout_s, comm.rank(),
+      [&comm](const std::string& text) {
+        std::fprintf(stderr, "trainer: %s; aborting the job\n", text.c_str());
+        std::fflush(stderr);
+        comm.abort(1);
+      },
+      [&comm] { return comm.waiting_for_peers(); });
   const app::TrainingOutcome outcome = app::run_training(config, comm, stop, watchdog, stdout, fault);
   (void)outcome;
   return 0;

@@ -125,6 +125,9 @@ void Engine::grad_ready(std::size_t index) {
 
 bool Engine::step() {
   if (!phase_.step_pending()) return false;
+  // Every rank issued the same collectives since the last step, or every rank throws
+  // CollectiveMismatch here (a rank that skipped backward or ran an extra one).
+  if (config_.check_collectives) comm_.check_collectives();
   const bool finite = unscale_and_check();
   phase_.take_step();
   const std::uint64_t this_step = state_.step;

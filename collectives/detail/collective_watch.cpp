@@ -22,10 +22,16 @@
 namespace mpitrain::detail {
 namespace {
 
-// How long a rank that timed out waits, before MPI_Abort, for the peers that arrived in the
-// same collective to print their own reports (each polls its own deadline, so they expire
-// within a few milliseconds of each other).
-constexpr std::chrono::seconds kReportGrace{2};
+// How long a rank that timed out waits, before MPI_Abort, for its peers to print their own
+// reports: those waiting in the same collective expire within milliseconds of it (each
+// polls its own deadline); a rank that did not arrive may still speak too (a trainer's
+// watchdog naming what it is stuck in, checked once a second).
+constexpr std::chrono::milliseconds kReportGrace{2000};
+// How long a rank that printed its report waits for the others that timed out to print.
+constexpr std::chrono::milliseconds kPrintGrace{1000};
+// Stages of a timed-out rank, in its "reported" word of the shared segment.
+constexpr std::uint64_t kTimedOut = 1;
+constexpr std::uint64_t kPrinted = 2;
 constexpr std::uint8_t kNoWire = 0xff;
 
 // A rank's published progress word: the number of the collective it entered last (bits 16
@@ -119,6 +125,20 @@ std::string site_name(const CallRecord& r) {
   return r.site[0] != '\0' ? std::string(r.site.data()) : std::string("an unnamed call site");
 }
 
+// Counts a thread waiting for peers in `count` while it lives.
+class Counted {
+ public:
+  explicit Counted(std::atomic<int>& count) noexcept : count_(count) {
+    count_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~Counted() { count_.fetch_sub(1, std::memory_order_relaxed); }
+  Counted(const Counted&) = delete;
+  Counted& operator=(const Counted&) = delete;
+
+ private:
+  std::atomic<int>& count_;
+};
+
 // Returns "rank 1" or "ranks 1, 3".
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
@@ -132,7 +152,8 @@ std::string CollectiveWatch::describe(const CollectiveArgs& a) {
   if (a.op == Collective::barrier) return "barrier";
   std::string type(to_string(a.type));
   if (a.has_wire()) type += fmt::format(" as {}", to_string(*a.wire));
-  std::string text = fmt::format("{}({}, {} elements", to_string(a.op), type, a.count);
+  std::string text = fmt::format("{}({}, {} element{}", to_string(a.op), type, a.count,
+                                 a.count == 1 ? "" : "s");
   if (has_root(a.op)) text += fmt::format(", root {}", a.root);
   return text + ")";
 }
@@ -187,6 +208,7 @@ void CollectiveWatch::check_fingerprints(CommContext& ctx, std::uint64_t seq) {
   ctx.check(MPI_Iallreduce(MPI_IN_PLACE, extremes.data(), 2, MPI_INT64_T, MPI_MAX, ctx.check_comm,
                            &req),
             "MPI_Iallreduce (collective check)", 2);
+  const Counted waiting(inside);
   try {
     ctx.check(wait_requests(&req, 1, ctx.timeout), "MPI_Wait (collective check)", 2);
   } catch (const WaitExpired& e) {
@@ -217,6 +239,7 @@ void CollectiveWatch::exchange(CommContext& ctx, const void* mine, void* all, in
   MPI_Request req = MPI_REQUEST_NULL;
   ctx.check(MPI_Iallgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, ctx.check_comm, &req),
             "MPI_Iallgather (collective check)", static_cast<std::size_t>(bytes));
+  const Counted waiting(inside);
   try {
     ctx.check(wait_requests(&req, 1, ctx.timeout), "MPI_Wait (collective check)",
               static_cast<std::size_t>(bytes));
@@ -225,7 +248,8 @@ void CollectiveWatch::exchange(CommContext& ctx, const void* mine, void* all, in
   }
 }
 
-std::string CollectiveWatch::arrivals(const CommContext& ctx, std::uint64_t seq, int op) {
+std::string CollectiveWatch::arrivals(const CommContext& ctx, std::uint64_t seq, int op,
+                                      bool graced) {
   std::string missing;
   std::vector<int> arrived;
   std::vector<int> elsewhere;
@@ -238,10 +262,15 @@ std::string CollectiveWatch::arrivals(const CommContext& ctx, std::uint64_t seq,
     const std::string late =
         r == ctx.rank ? std::string()
                       : lateness(Progress::of(ctx.shm->progress(node_rank)), seq, op);
-    if (late.empty()) {
-      arrived.push_back(r);
+    const std::string sep = missing.empty() ? "" : "; ";
+    if (!late.empty()) {
+      missing += fmt::format("{}rank {} did not arrive ({})", sep, r, late);
+    } else if (graced && r != ctx.rank && ctx.shm->reported(node_rank) == 0) {
+      // It entered this collective but did not time out in it with the others: it is not
+      // waiting for anyone, it stopped (or computes for longer than the deadline) inside.
+      missing += fmt::format("{}rank {} stopped responding inside #{}", sep, r, seq);
     } else {
-      missing += fmt::format("{}rank {} did not arrive ({})", missing.empty() ? "" : "; ", r, late);
+      arrived.push_back(r);
     }
   }
   std::string text = missing.empty() ? "every rank on this node arrived" : missing;
@@ -253,26 +282,41 @@ std::string CollectiveWatch::arrivals(const CommContext& ctx, std::uint64_t seq,
 void CollectiveWatch::expire(CommContext& ctx, const std::string& what, std::uint64_t seq,
                              int op, std::chrono::nanoseconds waited) {
   ctx.broken = true;
+  inside.fetch_add(1, std::memory_order_relaxed);  // for good: this report is the rank's word
   // The configured deadline, as the user set it ("after 10 s"); `waited` exceeds it by the
   // polling granularity (milliseconds).
   const double limit = std::chrono::duration<double>(std::min(ctx.timeout, waited)).count();
-  const std::string text = fmt::format("rank {}: {} timed out after {:g} s: {}", ctx.rank,
-                                       what, limit, arrivals(ctx, seq, op));
-  if (action == TimeoutAction::throw_error) throw CollectiveTimeout(text);
-  std::fprintf(stderr, "mpitrain: %s; ending the job (MPI_Abort)\n", text.c_str());
+  const auto report = [&](bool graced) {
+    return fmt::format("rank {}: {} timed out after {:g} s: {}", ctx.rank, what, limit,
+                       arrivals(ctx, seq, op, graced));
+  };
+  if (action == TimeoutAction::throw_error) throw CollectiveTimeout(report(false));
+  // Stage 1: this rank timed out. Peers waiting in the same collective time out within
+  // milliseconds; one that entered it but never times out is stuck inside (stopped, say).
+  ctx.shm->mark_reported(kTimedOut);
+  await_peers(ctx, kTimedOut, kReportGrace);
+  std::fprintf(stderr, "mpitrain: %s; ending the job (MPI_Abort)\n", report(true).c_str());
   std::fflush(stderr);
-  ctx.shm->mark_reported();
-  // Give the peers that wait in the same collective the time to print their reports.
-  const auto until = std::chrono::steady_clock::now() + kReportGrace;
-  for (int r = 0; r < ctx.size && std::chrono::steady_clock::now() < until; ++r) {
+  // Stage 2: printed. The first rank to call MPI_Abort ends every process, so each waits
+  // (briefly) for the others that timed out to have printed too.
+  ctx.shm->mark_reported(kPrinted);
+  await_peers(ctx, kPrinted, kPrintGrace);
+  MPI_Abort(ctx.comm, 1);
+  std::abort();  // MPI_Abort does not return
+}
+
+void CollectiveWatch::await_peers(const CommContext& ctx, std::uint64_t stage,
+                                  std::chrono::milliseconds at_most) {
+  const auto until = std::chrono::steady_clock::now() + at_most;
+  for (int r = 0; r < ctx.size; ++r) {
     const int node_rank = ctx.node_rank_of[static_cast<std::size_t>(r)];
-    if (node_rank < 0 || Progress::of(ctx.shm->progress(node_rank)).seq != seq) continue;
-    while (!ctx.shm->reported(node_rank) && std::chrono::steady_clock::now() < until) {
+    if (node_rank < 0) continue;
+    // Stage 2 waits only for the ranks that reached stage 1.
+    if (stage == kPrinted && ctx.shm->reported(node_rank) < kTimedOut) continue;
+    while (ctx.shm->reported(node_rank) < stage && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
-  MPI_Abort(ctx.comm, 1);
-  std::abort();  // MPI_Abort does not return
 }
 
 }  // namespace mpitrain::detail

@@ -67,7 +67,13 @@ class CollectiveWatch {
   void exchange(CommContext& ctx, const void* mine, void* all, int bytes, std::uint64_t seq,
                 int op, const std::string& what);
   // Returns the report's list of the ranks that did and did not reach `seq`.
-  static std::string arrivals(const CommContext& ctx, std::uint64_t seq, int op);
+  // `graced`: after the grace period, when a peer that entered the collective but has not
+  // timed out too is stuck inside it.
+  static std::string arrivals(const CommContext& ctx, std::uint64_t seq, int op, bool graced);
+  // Returns when every rank of the node has reached `stage` of its report (see expire), or
+  // after `at_most`.
+  static void await_peers(const CommContext& ctx, std::uint64_t stage,
+                          std::chrono::milliseconds at_most);
   void check_record(CommContext& ctx, const CollectiveArgs& a, std::string_view algo,
                     std::uint64_t seq);
 

@@ -153,12 +153,12 @@ std::uint64_t ShmSegment::progress(int peer) const noexcept {
   return control_word(peer, kProgressAt).load(std::memory_order_acquire);
 }
 
-void ShmSegment::mark_reported() noexcept {
-  control_word(rank_, kReportedAt).store(1, std::memory_order_release);
+void ShmSegment::mark_reported(std::uint64_t stage) noexcept {
+  control_word(rank_, kReportedAt).store(stage, std::memory_order_release);
 }
 
-bool ShmSegment::reported(int peer) const noexcept {
-  return control_word(peer, kReportedAt).load(std::memory_order_acquire) != 0;
+std::uint64_t ShmSegment::reported(int peer) const noexcept {
+  return control_word(peer, kReportedAt).load(std::memory_order_acquire);
 }
 
 std::uint64_t* ShmSegment::input_slot(int peer) const noexcept {

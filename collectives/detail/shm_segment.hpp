@@ -141,9 +141,10 @@ class ShmSegment {
   void publish_progress(std::uint64_t collective) noexcept;
   // Returns the number `peer` last published with publish_progress (0: none yet).
   std::uint64_t progress(int peer) const noexcept;
-  // Marks that this rank has reported a timeout; reported(peer) reads a peer's mark.
-  void mark_reported() noexcept;
-  bool reported(int peer) const noexcept;
+  // Stores how far this rank got in reporting a timeout (a stage number > 0; 0: not timed
+  // out); reported(peer) reads a peer's.
+  void mark_reported(std::uint64_t stage) noexcept;
+  std::uint64_t reported(int peer) const noexcept;
 
   // ---- arena ----------------------------------------------------------------------------
   // Returns `bytes` (rounded up to 64) of shared memory at the same arena offset on every
