@@ -269,7 +269,9 @@ void Communicator::set_debug_collectives(bool on) const noexcept { ctx_->watch.d
 
 bool Communicator::debug_collectives() const noexcept { return ctx_->watch.debug; }
 
-void Communicator::check_collectives() const { ctx_->watch.check_fingerprints(*ctx_, issued_.load()); }
+void Communicator::check_collectives(bool wait) const {
+  ctx_->watch.check_fingerprints(*ctx_, issued_.load(), wait);
+}
 
 bool Communicator::waiting_for_peers() const noexcept {
   return ctx_->watch.inside.load(std::memory_order_relaxed) > 0;

@@ -120,9 +120,11 @@ class Communicator {
   // Compares across ranks a fingerprint of the collectives issued since the last check (op,
   // type, count, root, reduction, algorithm, in order): one allreduce of 16 bytes on an
   // internal communicator, not counted in collectives_issued(). Collective. Throws
-  // CollectiveMismatch on every rank, naming what each rank issued, when they differ. The
-  // Engine calls it once per optimizer step.
-  void check_collectives() const;
+  // CollectiveMismatch on every rank, naming what each rank issued, when they differ.
+  // `wait` false posts the comparison and returns; the next call completes it first (and
+  // throws for it), so nothing waits: the Engine does so once per optimizer step, and a
+  // mismatch surfaces one step later.
+  void check_collectives(bool wait = true) const;
   // Returns true while a thread of this process is inside a collective of this communicator
   // that has a deadline: a watchdog defers to the collective's report, which names the rank
   // that did not arrive.

@@ -71,10 +71,11 @@ struct EngineConfig {
   std::optional<double> timeout_s;
   // distributed.timeout_action: abort (the default) or throw; unset: the Communicator's.
   std::optional<TimeoutAction> timeout_action;
-  // distributed.check_collectives: compare a fingerprint of the collectives every rank issued
-  // since the last optimizer step, once per step (Communicator::check_collectives: one
-  // 16-byte allreduce); a rank that skipped or added a collective ends the step with
-  // CollectiveMismatch on every rank instead of a silent divergence.
+  // distributed.check_collectives: compare a fingerprint of the collectives every rank issued,
+  // once per optimizer step (Communicator::check_collectives: one 16-byte allreduce, posted at
+  // a step and completed at the next, so no step waits for it); ranks whose collectives
+  // differ (another reduction, type or algorithm, which MPI completes without a word) stop
+  // with CollectiveMismatch on every rank, one step later, instead of diverging silently.
   bool check_collectives = true;
   // distributed.debug_collectives: turn on the Communicator's debug mode (every collective
   // compared across ranks before it runs; also MPITRAIN_DEBUG_COLLECTIVES=1).

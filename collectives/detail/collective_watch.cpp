@@ -200,31 +200,40 @@ void CollectiveWatch::check_record(CommContext& ctx, const CollectiveArgs& a,
   }
 }
 
-void CollectiveWatch::check_fingerprints(CommContext& ctx, std::uint64_t seq) {
-  ctx.shm->publish_progress(Progress::word(seq, last_op_, true));
+void CollectiveWatch::check_fingerprints(CommContext& ctx, std::uint64_t seq, bool wait) {
+  finish_check(ctx, seq);
+  // Post the comparison of the fingerprint since the last check; it runs while the caller
+  // goes on (MPI progresses it inside the next MPI calls) unless `wait`.
+  pending_.mine = {seq, since_check_, fingerprint_};
   const auto h = static_cast<std::int64_t>(fingerprint_);
-  std::array<std::int64_t, 2> extremes{h, ~h};  // max of both: the largest and ~(smallest)
-  MPI_Request req = MPI_REQUEST_NULL;
-  ctx.check(MPI_Iallreduce(MPI_IN_PLACE, extremes.data(), 2, MPI_INT64_T, MPI_MAX, ctx.check_comm,
-                           &req),
-            "MPI_Iallreduce (collective check)", 2);
-  const Counted waiting(inside);
-  try {
-    ctx.check(wait_requests(&req, 1, ctx.timeout), "MPI_Wait (collective check)", 2);
-  } catch (const WaitExpired& e) {
-    expire(ctx, fmt::format("fingerprint check after #{}", seq), seq, kCheck, e.waited());
-  }
-  const std::uint64_t issued = since_check_;
+  pending_.extremes = {h, ~h};  // max of both: the largest and ~(smallest)
   fingerprint_ = 0;
   since_check_ = 0;
-  if (extremes[0] == ~extremes[1]) {
+  ctx.check(MPI_Iallreduce(MPI_IN_PLACE, pending_.extremes.data(), 2, MPI_INT64_T, MPI_MAX,
+                           ctx.check_comm, &pending_.req),
+            "MPI_Iallreduce (collective check)", 2);
+  if (wait) finish_check(ctx, seq);
+}
+
+void CollectiveWatch::finish_check(CommContext& ctx, std::uint64_t seq) {
+  if (pending_.req == MPI_REQUEST_NULL) return;
+  const std::uint64_t checked = pending_.mine[0];
+  const std::string what = fmt::format("fingerprint check after #{}", checked);
+  ctx.shm->publish_progress(Progress::word(seq, last_op_, true));
+  {
+    const Counted waiting(inside);
+    try {
+      ctx.check(wait_requests(&pending_.req, 1, ctx.timeout), "MPI_Wait (collective check)", 2);
+    } catch (const WaitExpired& e) {
+      expire(ctx, what, seq, kCheck, e.waited());
+    }
+  }
+  if (pending_.extremes[0] == ~pending_.extremes[1]) {
     ctx.shm->publish_progress(Progress::word(seq, last_op_, false));
     return;
   }
-  const std::array<std::uint64_t, 3> mine{seq, issued, static_cast<std::uint64_t>(h)};
   std::vector<std::array<std::uint64_t, 3>> all(static_cast<std::size_t>(ctx.size));
-  exchange(ctx, mine.data(), all.data(), sizeof(mine), seq, kCheck,
-           fmt::format("fingerprint check after #{}", seq));
+  exchange(ctx, pending_.mine.data(), all.data(), sizeof(pending_.mine), seq, kCheck, what);
   std::string text = "collective mismatch: the ranks issued different collectives since the last check:";
   for (std::size_t r = 0; r < all.size(); ++r) {
     text += fmt::format("{} rank {} issued {} up to #{} (fingerprint {:016x})", r ? "," : "", r,
@@ -232,6 +241,10 @@ void CollectiveWatch::check_fingerprints(CommContext& ctx, std::uint64_t seq) {
   }
   throw CollectiveMismatch(text + "; set MPITRAIN_DEBUG_COLLECTIVES=1 to name the first "
                                   "collective that differs");
+}
+
+void CollectiveWatch::drain() noexcept {
+  if (pending_.req != MPI_REQUEST_NULL) MPI_Wait(&pending_.req, MPI_STATUS_IGNORE);
 }
 
 void CollectiveWatch::exchange(CommContext& ctx, const void* mine, void* all, int bytes,

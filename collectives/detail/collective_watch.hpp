@@ -12,12 +12,16 @@
 // check across ranks: one allreduce (max) of two 64-bit words, h and ~h, on its own
 // communicator (so a check never matches a collective of the program), which gives the
 // largest and the smallest fingerprint at once; they are equal exactly when every rank issued
-// the same sequence of calls.
+// the same sequence of calls. The Engine posts it at one optimizer step and completes it at
+// the next, so no step waits for it (a mismatch surfaces one step later).
 //
 // expire() reports a wait past the deadline and ends the job (or throws): see
 // collective_timeout.hpp for the message. Peers on other nodes cannot be observed (their
 // numbers are in their node's segment) and are listed as such.
 
+#include <mpi.h>
+
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -55,8 +59,12 @@ class CollectiveWatch {
                            std::chrono::nanoseconds waited);
   // Compares the fingerprints since the last check across ranks (collective; `seq` is the
   // number of the last collective issued); throws CollectiveMismatch on every rank, naming
-  // what each rank issued, when they differ. Starts a new fingerprint either way.
-  void check_fingerprints(CommContext& ctx, std::uint64_t seq);
+  // what each rank issued, when they differ. Starts a new fingerprint either way. `wait`
+  // false: completes the comparison posted by the previous call (throwing for it) and posts
+  // this one, to be completed by the next call (or drain()): nothing waits in between.
+  void check_fingerprints(CommContext& ctx, std::uint64_t seq, bool wait);
+  // Waits for a posted comparison, its result dropped (before the communicators are freed).
+  void drain() noexcept;
 
   // Returns "allreduce(f32, 1024 elements)": the call as deadline reports name it.
   static std::string describe(const CollectiveArgs& a);
@@ -76,6 +84,17 @@ class CollectiveWatch {
                           std::chrono::milliseconds at_most);
   void check_record(CommContext& ctx, const CollectiveArgs& a, std::string_view algo,
                     std::uint64_t seq);
+  // Completes the posted comparison, if any (`seq`: the last collective issued now).
+  void finish_check(CommContext& ctx, std::uint64_t seq);
+
+  // A posted comparison: its request, the words MPI reduces in place, and this rank's
+  // (number of the last collective, collectives since the check before, fingerprint).
+  struct PendingCheck {
+    MPI_Request req = MPI_REQUEST_NULL;
+    std::array<std::int64_t, 2> extremes{};
+    std::array<std::uint64_t, 3> mine{};
+  };
+  PendingCheck pending_;
 
   std::uint64_t fingerprint_ = 0;
   std::uint64_t since_check_ = 0;  // collectives folded into fingerprint_

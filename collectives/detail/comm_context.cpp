@@ -38,9 +38,13 @@ CommContext::~CommContext() {
     (void)shm.release();  // its frees are collective: a missing rank would never join them
     return;
   }
-  shm.reset();  // collective over the node, like the communicators below
   int finalized = 0;
-  if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
+  if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) {
+    shm.reset();
+    return;
+  }
+  watch.drain();  // a posted fingerprint comparison, which every rank posted too
+  shm.reset();  // collective over the node, like the communicators below
   for (auto& ops : half_ops) {
     for (MPI_Op& op : ops) {
       if (op != MPI_OP_NULL) MPI_Op_free(&op);
