@@ -71,6 +71,15 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
   return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
 }
 
+// Returns the count every rank gives alike: an allgatherv's total (each rank sends its own
+// count), else the call's count.
+std::uint64_t common_count(const CollectiveArgs& a) noexcept {
+  if (a.op != Collective::allgatherv) return a.count;
+  std::uint64_t total = 0;
+  for (std::size_t c : a.recv_counts) total += c;
+  return total;
+}
+
 bool has_root(Collective op) noexcept {
   return op == Collective::broadcast || op == Collective::gather;
 }
@@ -167,7 +176,7 @@ void CollectiveWatch::enter(CommContext& ctx, const CollectiveArgs& a, std::stri
                                           static_cast<std::uint64_t>(a.reduce) << 16 |
                                           static_cast<std::uint64_t>(a.has_wire()) << 24 |
                                           static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.root)) << 32);
-  h = mix(h, a.count);
+  h = mix(h, common_count(a));
   for (char c : algo) h = mix(h, static_cast<unsigned char>(c));
   fingerprint_ = h;
   ++since_check_;
@@ -178,7 +187,7 @@ void CollectiveWatch::check_record(CommContext& ctx, const CollectiveArgs& a,
                                    std::string_view algo, std::uint64_t seq) {
   CallRecord mine;
   mine.seq = seq;
-  mine.count = a.count;
+  mine.count = common_count(a);
   mine.root = a.root;
   mine.op = static_cast<std::uint8_t>(a.op);
   mine.type = static_cast<std::uint8_t>(a.type);
