@@ -4,6 +4,7 @@
 #include "mpitrain/collectives/detail/collective_watch.hpp"
 
 #include <mpi.h>
+#include <sched.h>
 
 #include <fmt/format.h>
 
@@ -212,19 +213,66 @@ void CollectiveWatch::check_record(CommContext& ctx, const CollectiveArgs& a,
 void CollectiveWatch::check_fingerprints(CommContext& ctx, std::uint64_t seq, bool wait) {
   finish_check(ctx, seq);
   // Post the comparison of the fingerprint since the last check; it runs while the caller
-  // goes on (MPI progresses it inside the next MPI calls) unless `wait`.
+  // goes on unless `wait`. One node: the values go to the shared segment, where the next
+  // call reads the peers' (no MPI call: an MPI request would progress only inside MPI, and
+  // the shm algorithms make none). Several nodes: a nonblocking allreduce.
   pending_.mine = {seq, since_check_, fingerprint_};
-  const auto h = static_cast<std::int64_t>(fingerprint_);
-  pending_.extremes = {h, ~h};  // max of both: the largest and ~(smallest)
   fingerprint_ = 0;
   since_check_ = 0;
-  ctx.check(MPI_Iallreduce(MPI_IN_PLACE, pending_.extremes.data(), 2, MPI_INT64_T, MPI_MAX,
-                           ctx.check_comm, &pending_.req),
-            "MPI_Iallreduce (collective check)", 2);
+  if (ctx.node_count == 1) {
+    ctx.shm->publish_check(++checks_, pending_.mine);
+    pending_.in_shm = true;
+  } else {
+    const auto h = static_cast<std::int64_t>(pending_.mine[2]);
+    pending_.extremes = {h, ~h};  // max of both: the largest and ~(smallest)
+    ctx.check(MPI_Iallreduce(MPI_IN_PLACE, pending_.extremes.data(), 2, MPI_INT64_T, MPI_MAX,
+                             ctx.check_comm, &pending_.req),
+              "MPI_Iallreduce (collective check)", 2);
+  }
   if (wait) finish_check(ctx, seq);
 }
 
+namespace {
+
+// Returns the CollectiveMismatch text for every rank's (last collective, collectives since the
+// check before, fingerprint).
+std::string fingerprint_mismatch(const std::vector<std::array<std::uint64_t, 3>>& all) {
+  std::string text = "collective mismatch: the ranks issued different collectives since the last check:";
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    text += fmt::format("{} rank {} issued {} up to #{} (fingerprint {:016x})", r ? "," : "", r,
+                        all[r][1], all[r][0], all[r][2]);
+  }
+  return text + "; set MPITRAIN_DEBUG_COLLECTIVES=1 to name the first collective that differs";
+}
+
+}  // namespace
+
+void CollectiveWatch::finish_shm_check(CommContext& ctx, std::uint64_t seq) {
+  pending_.in_shm = false;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  ctx.shm->publish_progress(Progress::word(seq, last_op_, true));
+  const Counted waiting(inside);
+  std::vector<std::array<std::uint64_t, 3>> all(static_cast<std::size_t>(ctx.size));
+  bool differ = false;
+  for (int r = 0; r < ctx.size; ++r) {
+    const int peer = ctx.node_rank_of[static_cast<std::size_t>(r)];
+    for (long polls = 0; ctx.shm->check_index(peer) < checks_; ++polls) {
+      sched_yield();
+      if (ctx.timeout.count() > 0 && polls % 16 == 0 && Clock::now() - start > ctx.timeout) {
+        expire(ctx, fmt::format("fingerprint check after #{}", pending_.mine[0]), seq, kCheck,
+               Clock::now() - start);
+      }
+    }
+    all[static_cast<std::size_t>(r)] = ctx.shm->check_values(peer, checks_);
+    differ = differ || all[static_cast<std::size_t>(r)][2] != pending_.mine[2];
+  }
+  ctx.shm->publish_progress(Progress::word(seq, last_op_, false));
+  if (differ) throw CollectiveMismatch(fingerprint_mismatch(all));
+}
+
 void CollectiveWatch::finish_check(CommContext& ctx, std::uint64_t seq) {
+  if (pending_.in_shm) return finish_shm_check(ctx, seq);
   if (pending_.req == MPI_REQUEST_NULL) return;
   const std::uint64_t checked = pending_.mine[0];
   const std::string what = fmt::format("fingerprint check after #{}", checked);
@@ -243,13 +291,7 @@ void CollectiveWatch::finish_check(CommContext& ctx, std::uint64_t seq) {
   }
   std::vector<std::array<std::uint64_t, 3>> all(static_cast<std::size_t>(ctx.size));
   exchange(ctx, pending_.mine.data(), all.data(), sizeof(pending_.mine), seq, kCheck, what);
-  std::string text = "collective mismatch: the ranks issued different collectives since the last check:";
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    text += fmt::format("{} rank {} issued {} up to #{} (fingerprint {:016x})", r ? "," : "", r,
-                        all[r][1], all[r][0], all[r][2]);
-  }
-  throw CollectiveMismatch(text + "; set MPITRAIN_DEBUG_COLLECTIVES=1 to name the first "
-                                  "collective that differs");
+  throw CollectiveMismatch(fingerprint_mismatch(all));
 }
 
 void CollectiveWatch::drain() noexcept {

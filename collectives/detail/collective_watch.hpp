@@ -12,8 +12,11 @@
 // check across ranks: one allreduce (max) of two 64-bit words, h and ~h, on its own
 // communicator (so a check never matches a collective of the program), which gives the
 // largest and the smallest fingerprint at once; they are equal exactly when every rank issued
-// the same sequence of calls. The Engine posts it at one optimizer step and completes it at
-// the next, so no step waits for it (a mismatch surfaces one step later).
+// the same sequence of calls. On one node it goes through the shared segment instead (each
+// rank publishes its fingerprint, and reads its peers' once they published theirs: no MPI
+// call, which the shm algorithms' steps would not progress). The Engine posts it at one
+// optimizer step and completes it at the next, so no step waits for it (a mismatch surfaces
+// one step later).
 //
 // expire() reports a wait past the deadline and ends the job (or throws): see
 // collective_timeout.hpp for the message. Peers on other nodes cannot be observed (their
@@ -86,6 +89,9 @@ class CollectiveWatch {
                     std::uint64_t seq);
   // Completes the posted comparison, if any (`seq`: the last collective issued now).
   void finish_check(CommContext& ctx, std::uint64_t seq);
+  // finish_check on one node: waits until every rank published check checks_ in the shared
+  // segment (within the deadline) and compares the fingerprints it reads there.
+  void finish_shm_check(CommContext& ctx, std::uint64_t seq);
 
   // A posted comparison: its request, the words MPI reduces in place, and this rank's
   // (number of the last collective, collectives since the check before, fingerprint).
@@ -93,8 +99,10 @@ class CollectiveWatch {
     MPI_Request req = MPI_REQUEST_NULL;
     std::array<std::int64_t, 2> extremes{};
     std::array<std::uint64_t, 3> mine{};
+    bool in_shm = false;  // published in the shared segment as check checks_
   };
   PendingCheck pending_;
+  std::uint64_t checks_ = 0;  // checks published in the shared segment
 
   std::uint64_t fingerprint_ = 0;
   std::uint64_t since_check_ = 0;  // collectives folded into fingerprint_

@@ -31,6 +31,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -141,6 +142,13 @@ class ShmSegment {
   void publish_progress(std::uint64_t collective) noexcept;
   // Returns the number `peer` last published with publish_progress (0: none yet).
   std::uint64_t progress(int peer) const noexcept;
+  // Fingerprint checks through shared memory: publish_check stores this rank's `values` of
+  // check number `index` (two slots alternate by its parity), then the index (release);
+  // check_index(peer) reads a peer's last index (acquire), check_values(peer, index) the
+  // values it published for `index` (valid while the peer's index is index or index + 1).
+  void publish_check(std::uint64_t index, const std::array<std::uint64_t, 3>& values) noexcept;
+  std::uint64_t check_index(int peer) const noexcept;
+  std::array<std::uint64_t, 3> check_values(int peer, std::uint64_t index) const noexcept;
   // Stores how far this rank got in reporting a timeout (a stage number > 0; 0: not timed
   // out); reported(peer) reads a peer's.
   void mark_reported(std::uint64_t stage) noexcept;
