@@ -21,9 +21,11 @@
 #include <mpitrain/tensor/state_dict.hpp>
 #include <mpitrain/tensor/tensor.hpp>
 
-// collectives/: MPI runtime, Communicator, algorithm names and selection, CommStream
+// collectives/: MPI runtime, Communicator, algorithm names and selection, CommStream,
+// deadlines and collective checks
 #include <mpitrain/collectives/algorithm_selection.hpp>
 #include <mpitrain/collectives/collective.hpp>
+#include <mpitrain/collectives/collective_timeout.hpp>
 #include <mpitrain/collectives/comm_stream.hpp>
 #include <mpitrain/collectives/communicator.hpp>
 #include <mpitrain/collectives/dtype.hpp>

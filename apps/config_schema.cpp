@@ -102,6 +102,8 @@ std::vector<KeySpec> run_keys() {
       {"distributed.timeout_s", K::number, "600",
        "seconds without progress before the job is aborted, naming the rank (0: never)", false,
        {}, 0.0},
+      {"distributed.debug_collectives", K::boolean, "false",
+       "check every collective across ranks before it runs (MPITRAIN_DEBUG_COLLECTIVES=1)"},
       {"distributed.algorithm_table", K::string, "null",
        "collective algorithm table from collective_bench --tune (null: built-in rules)", true},
       {"project.dir", K::string, "runs/default", "checkpoints and metrics.jsonl go here"},

@@ -10,6 +10,8 @@ EngineConfig engine_config(const TrainConfig& c) {
   e.bucket_cap_mb = c.distributed.bucket_cap_mb;
   e.first_bucket_mb = c.distributed.first_bucket_mb;
   e.overlap = c.distributed.overlap;
+  e.timeout_s = c.distributed.timeout_s;
+  e.debug_collectives = c.distributed.debug_collectives;
   const std::string& wire = c.distributed.grad_comm_dtype;
   e.grad_comm_dtype = wire == "bf16" ? DType::bf16 : wire == "fp16" ? DType::f16 : DType::f32;
   e.split_batches = c.data.split_batches;

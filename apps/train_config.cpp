@@ -354,6 +354,7 @@ void read_run(const Values& v, TrainConfig& c) {
   c.distributed.overlap = v.at("distributed.overlap").as<bool>();
   c.distributed.grad_comm_dtype = v.at("distributed.grad_comm_dtype").as<std::string>();
   c.distributed.timeout_s = v.at("distributed.timeout_s").as<double>();
+  c.distributed.debug_collectives = v.at("distributed.debug_collectives").as<bool>();
   c.distributed.algorithm_table = opt_string(v, "distributed.algorithm_table");
   c.project.dir = v.at("project.dir").as<std::string>();
   c.project.automatic_checkpoint_naming = v.at("project.automatic_checkpoint_naming").as<bool>();

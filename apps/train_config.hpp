@@ -81,6 +81,7 @@ struct TrainConfig {
     bool overlap = true;
     std::string grad_comm_dtype;
     double timeout_s = 600;
+    bool debug_collectives = false;
     std::optional<std::string> algorithm_table;  // collective_bench --tune output; null: built-in
   } distributed;
   struct {

@@ -117,17 +117,20 @@ WeightsCommands add_weights_commands(CLI::App& app, Options& options) {
 int train(const Options& options, Communicator& comm, const app::StopSignal& stop, app::Log& log) {
   const app::TrainConfig config = app::load_config(options.config, options.overrides);
   if (config.distributed.algorithm_table) comm.use_algorithm_table(*config.distributed.algorithm_table);
-  // A rank waiting in a shared-memory collective gives up as the watchdog would, naming the
-  // ranks that did not arrive.
+  // Every wait for peers in a collective gives up after timeout_s, naming the ranks that did
+  // not arrive (collective_timeout.hpp); the watchdog covers the rest and defers to it.
   comm.set_timeout(std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(config.distributed.timeout_s)));
   const app::InjectedFault fault = app::parse_injected_fault(options.fault);
   // Rank 0's checks and lock on project.dir (run_start.hpp), held until the run returns.
   const app::RunStart started = app::start_run(config, comm);
-  app::Watchdog watchdog(config.distributed.timeout_s, comm.rank(), [&comm, &log](const std::string& text) {
-    log.alert(fmt::format("trainer: {}; aborting the job", text));  // the watchdog's thread
-    comm.abort(1);
-  });
+  app::Watchdog watchdog(
+      config.distributed.timeout_s, comm.rank(),
+      [&comm, &log](const std::string& text) {
+        log.alert(fmt::format("trainer: {}; aborting the job", text));  // the watchdog's thread
+        comm.abort(1);
+      },
+      [&comm] { return comm.waiting_for_peers(); });
   const app::TrainingOutcome outcome = app::run_training(config, comm, stop, watchdog, log, fault);
   (void)outcome;
   return 0;

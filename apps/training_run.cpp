@@ -346,7 +346,7 @@ class TrainingRun {
       auto micro = engine.accumulate();
       if (!train_micro_batch()) continue;
       const std::int64_t done = optimizer_step();
-      trigger_injected_fault_for_tests(fault_, comm_.rank(), done);
+      trigger_injected_fault_for_tests(fault_, comm_, done);
       if (config_.project.save_every_steps && done % *config_.project.save_every_steps == 0) save();
       if (stop_requested(done)) break;
     }

@@ -6,6 +6,7 @@
 //                            [--precision fp32,bf16,fp16|all] [--grad-comm-dtype f32,bf16,f16|all]
 //                            [--bucket-cap-mb MB] [--first-bucket-mb MB] [--blas-threads T]
 //                            [--algo default|mpi|ring] [--baseline-one-rank on|off] [--json FILE]
+//                            [--check-collectives on|off|both]
 //
 // Models: MLP 784-256-256-10 at batch 64 per rank ("small") and 784-1024-1024-10 at batch 128
 // per rank ("large"), ReLU, cross-entropy, AdamW (the trainer's defaults), on synthetic
@@ -15,7 +16,9 @@
 //
 // Axes: --precision (training.mixed_precision: fp32 is "no"; bf16 and fp16 are emulated on
 // CPU, fp16 with dynamic loss scaling), --grad-comm-dtype (distributed.grad_comm_dtype, the
-// type gradients travel in) and --overlap; the first two take comma-separated lists or
+// type gradients travel in), --overlap and --check-collectives (distributed.check_collectives:
+// the per-step fingerprint comparison, one 16-byte allreduce; "both" measures its cost as two
+// rows of the same run, column `check`); the first two take comma-separated lists or
 // "all". Every combination of a model gets a row, and all of them run in one process, in
 // blocks of --steps steps interleaved round-robin (bare steps of each precision, then each
 // engine; the order rotates every repeat), so that rows compared with each other saw the
@@ -162,6 +165,7 @@ struct Row {
   Precision precision = Precision::fp32;
   DType comm_dtype = DType::f32;
   bool overlap = true;
+  bool check = true;
   std::size_t buckets = 0;
   double wire_mb = 0;
   std::uint64_t skipped = 0;
@@ -189,6 +193,7 @@ struct Variant {
   Precision precision = Precision::fp32;
   DType comm_dtype = DType::f32;
   bool overlap = true;
+  bool check = true;  // EngineConfig::check_collectives
 };
 
 // The model trained without an engine in one precision: the compute baseline.
@@ -255,6 +260,7 @@ std::vector<Trained> make_engines(const Communicator& comm, const Model& m,
     EngineConfig config;
     config.mixed_precision = t.variant.precision;
     config.overlap = t.variant.overlap;
+    config.check_collectives = t.variant.check;
     config.grad_comm_dtype = t.variant.comm_dtype;
     config.bucket_cap_mb = opts.bucket_cap_mb;
     config.first_bucket_mb = opts.first_bucket_mb;
@@ -362,6 +368,7 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
     row.precision = t.variant.precision;
     row.comm_dtype = t.variant.comm_dtype;
     row.overlap = t.variant.overlap;
+    row.check = t.variant.check;
     row.buckets = t.engine->gradient_sync()->buckets().size();
     double wire_bytes = 0.0;
     for (const GradientSync::Bucket& b : t.engine->gradient_sync()->buckets()) {
@@ -420,11 +427,35 @@ std::vector<std::string> split_list(const std::string& list, const std::vector<s
 
 // Prints, for each precision and overlap setting of `rows` (one model), the exposed
 // communication of each 16-bit wire type relative to f32.
+// Prints, for each row with the fingerprint check and its twin without (--check-collectives
+// both), the check's cost: the difference of their median step times, in ms and in % of the
+// step without it.
+void print_check_cost(const std::vector<Row>& rows) {
+  for (const Row& on : rows) {
+    if (!on.check) continue;
+    for (const Row& off : rows) {
+      if (off.check || off.precision != on.precision || off.comm_dtype != on.comm_dtype ||
+          off.overlap != on.overlap) {
+        continue;
+      }
+      std::printf("# check_collectives cost  %s %s %s overlap %s: step %.3f ms on, %.3f ms off: "
+                  "%+.3f ms = %+.2f%%\n",
+                  on.model.c_str(), precision_name(on.precision).c_str(),
+                  std::string(to_string(on.comm_dtype)).c_str(), on.overlap ? "on" : "off",
+                  on.step_ms, off.step_ms, on.step_ms - off.step_ms,
+                  100.0 * (on.step_ms - off.step_ms) / off.step_ms);
+    }
+  }
+}
+
 void print_ratios(const std::vector<Row>& rows) {
   for (const Row& base : rows) {
     if (base.comm_dtype != DType::f32) continue;
     for (const Row& r : rows) {
-      if (r.comm_dtype == DType::f32 || r.precision != base.precision || r.overlap != base.overlap) continue;
+      if (r.comm_dtype == DType::f32 || r.precision != base.precision || r.overlap != base.overlap ||
+          r.check != base.check) {
+        continue;
+      }
       auto ratio = [](double a, double b) { return b > 0.0 ? a / b : 0.0; };
       std::printf("# exposed comm %s/f32  %s %s overlap %s: %.3f / %.3f ms = %.2f"
                   "  (last rank: %.3f / %.3f ms = %.2f)\n",
@@ -465,6 +496,7 @@ int main(int argc, char** argv) {
     Options opts;
     std::string model = "all";
     std::string overlap = "both";
+    std::string check = "on";
     std::string precision_list = "fp32";
     std::string comm_dtype_list = "f32";
     std::size_t blas = 0;
@@ -475,6 +507,8 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber);
     app.add_option("--model", model, "small | large | all")->check(CLI::IsMember({"small", "large", "all"}));
     app.add_option("--overlap", overlap, "on | off | both")->check(CLI::IsMember({"on", "off", "both"}));
+    app.add_option("--check-collectives", check, "per-step collective fingerprint check: on | off | both")
+        ->check(CLI::IsMember({"on", "off", "both"}));
     app.add_option("--optimizer", opts.optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}));
     app.add_option("--precision", precision_list,
                    "mixed precision: comma-separated fp32, bf16, fp16, or all");
@@ -519,8 +553,11 @@ int main(int argc, char** argv) {
     std::vector<Variant> variants;
     for (const std::string& p : precisions) {
       for (const std::string& d : comm_dtypes) {
-        if (overlap != "off") variants.push_back({parse_precision(p), parse_dtype(d), true});
-        if (overlap != "on") variants.push_back({parse_precision(p), parse_dtype(d), false});
+        for (const bool c : {true, false}) {
+          if (c ? check == "off" : check == "on") continue;
+          if (overlap != "off") variants.push_back({parse_precision(p), parse_dtype(d), true, c});
+          if (overlap != "on") variants.push_back({parse_precision(p), parse_dtype(d), false, c});
+        }
       }
     }
 
@@ -532,8 +569,8 @@ int main(int argc, char** argv) {
                   opts.bucket_cap_mb, opts.first_bucket_mb,
                   opts.algorithm.c_str(), opts.repeats, opts.steps,
                   opts.baseline_one_rank ? "on" : "off");
-      std::printf("%-18s %6s %5s %5s %8s %8s %8s %9s %11s %11s %11s %13s %12s %9s %8s\n",
-                  "model", "batch", "prec", "wire", "overlap", "buckets", "wire_MB", "step_ms",
+      std::printf("%-18s %6s %5s %5s %8s %6s %8s %8s %9s %11s %11s %11s %13s %12s %9s %8s\n",
+                  "model", "batch", "prec", "wire", "overlap", "check", "buckets", "wire_MB", "step_ms",
                   "samples/s", "compute_ms", "exposed_ms", "last_rank_ms", "overhead_ms",
                   "overhead%", "skipped");
       std::fflush(stdout);
@@ -543,9 +580,10 @@ int main(int argc, char** argv) {
       const std::vector<Row> model_rows = run(comm, self ? &*self : nullptr, m, variants, opts);
       for (const Row& r : model_rows) {
         if (comm.rank() == 0) {
-          std::printf("%-18s %6zu %5s %5s %8s %8zu %8.2f %9.3f %11.1f %11.3f %11.3f %13.3f %12.3f %8.1f%% %8llu\n",
+          std::printf("%-18s %6zu %5s %5s %8s %6s %8zu %8.2f %9.3f %11.1f %11.3f %11.3f %13.3f %12.3f %8.1f%% %8llu\n",
                       r.model.c_str(), r.batch, precision_name(r.precision).c_str(),
                       std::string(to_string(r.comm_dtype)).c_str(), r.overlap ? "on" : "off",
+                      r.check ? "on" : "off",
                       r.buckets, r.wire_mb, r.step_ms, r.samples_per_s, r.compute_ms,
                       r.exposed_ms, r.last_rank_ms, r.overhead_ms,
                       100.0 * r.overhead_ms / r.step_ms, static_cast<unsigned long long>(r.skipped));
@@ -553,6 +591,7 @@ int main(int argc, char** argv) {
         nlohmann::json row = {{"model", r.model}, {"batch_per_rank", r.batch},
                               {"precision", precision_name(r.precision)},
                               {"grad_comm_dtype", to_string(r.comm_dtype)}, {"overlap", r.overlap},
+                              {"check_collectives", r.check},
                               {"buckets", r.buckets}, {"wire_mb", r.wire_mb}, {"step_ms", r.step_ms},
                               {"samples_per_s", r.samples_per_s}, {"compute_ms", r.compute_ms},
                               {"exposed_comm_ms", r.exposed_ms},
@@ -568,6 +607,7 @@ int main(int argc, char** argv) {
       }
       if (comm.rank() == 0) {
         print_ratios(model_rows);
+        print_check_cost(model_rows);
         if (opts.baseline_one_rank) print_scaling(model_rows);
         std::fflush(stdout);
       }

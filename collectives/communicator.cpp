@@ -21,8 +21,10 @@
 
 #include "mpitrain/collectives/mpi_error.hpp"
 #include "mpitrain/collectives/detail/algorithm_registry.hpp"
+#include "mpitrain/collectives/detail/bounded_wait.hpp"
 #include "mpitrain/collectives/detail/collective_args.hpp"
 #include "mpitrain/collectives/detail/comm_context.hpp"
+#include "mpitrain/collectives/detail/request_state.hpp"
 #include "mpitrain/collectives/detail/scoped_errors_return.hpp"
 #include "mpitrain/collectives/detail/shm_segment.hpp"
 
@@ -50,7 +52,8 @@ MPI_Comm parent_from_fortran(std::int64_t fortran_handle, int world_rank) {
 }
 
 // Fills ctx's node layout: ranks sharing memory form a node; keyed by rank, so local rank 0
-// is the node's lowest rank, and nodes are numbered in the order of their lowest ranks.
+// is the node's lowest rank, node ranks follow the ranks' order, and nodes are numbered in
+// the order of their lowest ranks.
 void find_node_layout(detail::CommContext& ctx) {
   ctx.check(MPI_Comm_split_type(ctx.comm, MPI_COMM_TYPE_SHARED, ctx.rank, MPI_INFO_NULL,
                                 &ctx.node),
@@ -60,15 +63,47 @@ void find_node_layout(detail::CommContext& ctx) {
   ctx.check(MPI_Comm_size(ctx.node, &ctx.local_size), "MPI_Comm_size", 0);
   int lowest_rank_on_node = ctx.rank;
   ctx.check(MPI_Bcast(&lowest_rank_on_node, 1, MPI_INT, 0, ctx.node), "MPI_Bcast", 1);
-  const int leader = ctx.local_rank == 0 ? 1 : 0;
-  std::vector<int> leaders(static_cast<std::size_t>(ctx.size), 0);
-  ctx.check(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, ctx.comm),
+  std::vector<int> lowest(static_cast<std::size_t>(ctx.size), 0);
+  ctx.check(MPI_Allgather(&lowest_rank_on_node, 1, MPI_INT, lowest.data(), 1, MPI_INT, ctx.comm),
             "MPI_Allgather", 1);
   ctx.node_count = 0;
   ctx.node_index = 0;
+  ctx.node_rank_of.assign(lowest.size(), -1);
+  int next_node_rank = 0;
   for (int r = 0; r < ctx.size; ++r) {
-    ctx.node_count += leaders[static_cast<std::size_t>(r)];
-    if (r < lowest_rank_on_node) ctx.node_index += leaders[static_cast<std::size_t>(r)];
+    const int lowest_of_r = lowest[static_cast<std::size_t>(r)];
+    const int leader = lowest_of_r == r ? 1 : 0;
+    ctx.node_count += leader;
+    if (r < lowest_rank_on_node) ctx.node_index += leader;
+    if (lowest_of_r == lowest_rank_on_node) ctx.node_rank_of[static_cast<std::size_t>(r)] = next_node_rank++;
+  }
+}
+
+// Counts the threads inside a collective that has a deadline while it lives (none without
+// one: the path without a deadline stays as it was).
+class InsideCollective {
+ public:
+  explicit InsideCollective(detail::CommContext& ctx) noexcept
+      : count_(ctx.timeout.count() > 0 ? &ctx.watch.inside : nullptr) {
+    if (count_ != nullptr) count_->fetch_add(1, std::memory_order_relaxed);
+  }
+  ~InsideCollective() {
+    if (count_ != nullptr) count_->fetch_sub(1, std::memory_order_relaxed);
+  }
+  InsideCollective(const InsideCollective&) = delete;
+  InsideCollective& operator=(const InsideCollective&) = delete;
+
+ private:
+  std::atomic<int>* count_;
+};
+
+// Throws std::logic_error once a wait of this communicator timed out (CollectiveTimeout was
+// thrown): the ranks no longer agree on which collective runs.
+void require_usable(const detail::CommContext& ctx, const CollectiveArgs& a) {
+  if (ctx.broken) {
+    throw std::logic_error(fmt::format("{} on rank {}: the communicator is unusable after a "
+                                       "collective timed out",
+                                       to_string(a.op), ctx.rank));
   }
 }
 
@@ -158,6 +193,12 @@ Communicator::Communicator(const MpiRuntime& runtime, std::int64_t fortran_handl
   check_mpi(MPI_Comm_size(c.comm, &c.size), "MPI_Comm_size", c.rank, 0);
   c.max_call = INT_MAX;
   find_node_layout(c);
+  check_mpi(MPI_Comm_dup(c.comm, &c.check_comm), "MPI_Comm_dup (collective checks)", c.rank, 0);
+  check_mpi(MPI_Comm_set_errhandler(c.check_comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+            c.rank, 0);
+  if (const char* debug = std::getenv("MPITRAIN_DEBUG_COLLECTIVES"); debug != nullptr) {
+    c.watch.debug = std::string_view(debug) == "1";
+  }
   c.create_half_ops();
   c.shm = std::make_unique<detail::ShmSegment>(c.node);
   if (const char* table = std::getenv("MPITRAIN_ALGORITHM_TABLE"); table != nullptr && *table) {
@@ -215,7 +256,35 @@ std::span<std::byte> Communicator::allocate_shared(std::size_t bytes) const {
 }
 
 void Communicator::set_timeout(std::chrono::nanoseconds timeout) const noexcept {
-  ctx_->shm->set_timeout(timeout);
+  ctx_->timeout = std::max(timeout, std::chrono::nanoseconds{0});
+  ctx_->shm->set_timeout(ctx_->timeout);
+}
+
+std::chrono::nanoseconds Communicator::timeout() const noexcept { return ctx_->timeout; }
+
+void Communicator::set_timeout_action(TimeoutAction action) const noexcept {
+  ctx_->watch.action = action;
+}
+
+TimeoutAction Communicator::timeout_action() const noexcept { return ctx_->watch.action; }
+
+void Communicator::set_debug_collectives(bool on) const noexcept { ctx_->watch.debug = on; }
+
+bool Communicator::debug_collectives() const noexcept { return ctx_->watch.debug; }
+
+void Communicator::check_collectives(bool wait) const {
+  ctx_->watch.check_fingerprints(*ctx_, issued_.load(), wait);
+}
+
+bool Communicator::waiting_for_peers() const noexcept {
+  return ctx_->watch.inside.load(std::memory_order_relaxed) > 0;
+}
+
+Communicator::CallSite::CallSite(const Communicator& comm, const char* name) noexcept
+    : comm_(comm), previous_(comm.ctx_->watch.site.exchange(name, std::memory_order_relaxed)) {}
+
+Communicator::CallSite::~CallSite() {
+  comm_.ctx_->watch.site.store(previous_, std::memory_order_relaxed);
 }
 
 std::size_t Communicator::max_call_count() const noexcept { return ctx_->max_call; }
@@ -276,16 +345,42 @@ const detail::Algorithm& Communicator::resolve(const CollectiveArgs& args, std::
 }
 
 void Communicator::run(const CollectiveArgs& args, std::string_view algo) const {
-  ++issued_;
-  check_root_of(*ctx_, args, false);
-  resolve(args, algo, false).run(*ctx_, args);
+  detail::CommContext& c = *ctx_;
+  const std::uint64_t seq = ++issued_;
+  require_usable(c, args);
+  check_root_of(c, args, false);
+  const detail::Algorithm& a = resolve(args, algo, false);
+  c.watch.enter(c, args, a.name(), seq);
+  const InsideCollective inside(c);
+  try {
+    a.run(c, args);
+  } catch (const detail::WaitExpired& e) {
+    c.watch.expire(c, fmt::format("{} #{}", detail::CollectiveWatch::describe(args), seq), seq,
+                   static_cast<int>(args.op), e.waited());
+  } catch (const detail::ShmTimeout& e) {
+    c.watch.expire(c, fmt::format("{} #{}", detail::CollectiveWatch::describe(args), seq), seq,
+                   static_cast<int>(args.op), e.waited());
+  }
 }
 
 Request Communicator::post(const CollectiveArgs& args, std::string_view algo) const {
+  detail::CommContext& c = *ctx_;
+  require_usable(c, args);
   const detail::Algorithm& a = resolve(args, algo, true);
-  ++issued_;
-  check_root_of(*ctx_, args, true);
-  return a.post(*ctx_, args);
+  const std::uint64_t seq = ++issued_;
+  check_root_of(c, args, true);
+  c.watch.enter(c, args, a.name(), seq);
+  Request request = a.post(c, args);
+  if (Request::State* state = request.state(); state != nullptr && c.timeout.count() > 0) {
+    // Request::wait reports an expired wait as this collective's (it may run much later).
+    detail::CommContext* context = &c;
+    std::string what = fmt::format("i{} #{}", detail::CollectiveWatch::describe(args), seq);
+    const int op = static_cast<int>(args.op);
+    state->on_expired = [context, what = std::move(what), seq, op](std::chrono::nanoseconds waited) {
+      context->watch.expire(*context, what, seq, op, waited);
+    };
+  }
+  return request;
 }
 
 std::string_view Communicator::default_allreduce_algorithm(std::size_t count, DType type,

@@ -29,6 +29,7 @@
 
 #include "mpitrain/collectives/algorithm_selection.hpp"
 #include "mpitrain/collectives/collective.hpp"
+#include "mpitrain/collectives/collective_timeout.hpp"
 #include "mpitrain/collectives/dtype.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
 #include "mpitrain/collectives/request.hpp"
@@ -100,10 +101,52 @@ class Communicator {
   // lives as long as this communicator.
   std::span<std::byte> allocate_shared(std::size_t bytes) const;
 
-  // Sets how long a rank waits for its peers inside a shared-memory collective before it
-  // throws, naming the ranks that did not arrive (zero, the default: no limit). Every rank
-  // should set the same value.
+  // ---- deadlines and desynchronisation (collective_timeout.hpp, DESIGN.md section 2) ----
+  // Sets how long a rank waits for its peers in any one wait of a collective (each MPI call,
+  // each ring message, each shared-memory stage, Request::wait, and so the CommStream worker)
+  // before it reports what it waits in and which ranks did not arrive, then ends the job or
+  // throws CollectiveTimeout (set_timeout_action). Zero, the default: no limit, and the waits
+  // are those of before (blocking MPI calls, MPI_Waitall). With a limit, a blocking MPI call
+  // becomes its nonblocking twin polled with MPI_Testall against the deadline (a blocking MPI
+  // call cannot be interrupted). Every rank should set the same value.
   void set_timeout(std::chrono::nanoseconds timeout) const noexcept;
+  std::chrono::nanoseconds timeout() const noexcept;
+  // What a rank does when a wait passes the timeout: TimeoutAction::abort (the default).
+  void set_timeout_action(TimeoutAction action) const noexcept;
+  TimeoutAction timeout_action() const noexcept;
+  // Debug mode: every collective is compared across ranks before it runs (one allgather of
+  // 128 bytes per collective, on an internal communicator), and the first that differs throws
+  // CollectiveMismatch on every rank, naming both calls, their numbers and their call sites
+  // (CallSite). On from construction when the environment variable
+  // MPITRAIN_DEBUG_COLLECTIVES is 1. Every rank must set the same value.
+  void set_debug_collectives(bool on) const noexcept;
+  bool debug_collectives() const noexcept;
+  // Compares across ranks a fingerprint of the collectives issued since the last check (op,
+  // type, count, root, reduction, algorithm, in order): one allreduce of 16 bytes on an
+  // internal communicator, not counted in collectives_issued(). Collective. Throws
+  // CollectiveMismatch on every rank, naming what each rank issued, when they differ.
+  // `wait` false posts the comparison and returns; the next call completes it first (and
+  // throws for it), so nothing waits: the Engine does so once per optimizer step, and a
+  // mismatch surfaces one step later.
+  void check_collectives(bool wait = true) const;
+  // Returns true while a thread of this process is inside a collective of this communicator
+  // that has a deadline: a watchdog defers to the collective's report, which names the rank
+  // that did not arrive.
+  bool waiting_for_peers() const noexcept;
+  // Names the code issuing collectives on this communicator while it lives (debug-mode
+  // reports: "... #57 from Engine::backward"). `name` must outlive it (a string literal).
+  // Set it on the thread that runs the collectives (inside a CommStream task for those).
+  class CallSite {
+   public:
+    CallSite(const Communicator& comm, const char* name) noexcept;
+    ~CallSite();
+    CallSite(const CallSite&) = delete;
+    CallSite& operator=(const CallSite&) = delete;
+
+   private:
+    const Communicator& comm_;
+    const char* previous_;
+  };
 
   // Returns why the algorithm named `algo` cannot run `op` of `type` (and `reduce`) on this
   // communicator, or an empty string when it can (tests and self-checks skip such pairs).

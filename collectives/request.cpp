@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "mpitrain/collectives/mpi_error.hpp"
+#include "mpitrain/collectives/detail/bounded_wait.hpp"
 #include "mpitrain/collectives/detail/request_state.hpp"
 
 namespace mpitrain {
@@ -46,8 +47,15 @@ Request::~Request() {
 void Request::wait() {
   if (!state_ || state_->done) return;
   if (!state_->reqs.empty()) {
-    const int rc = MPI_Waitall(static_cast<int>(state_->reqs.size()), state_->reqs.data(),
-                               MPI_STATUSES_IGNORE);
+    int rc = MPI_SUCCESS;
+    try {
+      rc = detail::wait_requests(state_->reqs.data(), static_cast<int>(state_->reqs.size()),
+                                 state_->timeout);
+    } catch (const detail::WaitExpired& e) {
+      state_->done = true;  // abandoned: neither the destructor nor a retry may wait for it
+      if (state_->on_expired) state_->on_expired(e.waited());
+      throw;
+    }
     if (rc != MPI_SUCCESS) {
       state_->done = true;
       throw MpiError("MPI_Waitall (" + state_->call + ")", state_->rank, state_->count, rc, {});

@@ -19,10 +19,15 @@ class Request {
   // Waits for an unfinished collective (a failure is dropped: call wait() to see it).
   ~Request();
 
-  // Returns once the collective has completed; throws MpiError if it failed.
+  // Returns once the collective has completed; throws MpiError if it failed. When the
+  // communicator has a timeout, a wait past it reports the ranks that did not arrive and ends
+  // the job, or throws CollectiveTimeout (collective_timeout.hpp).
   void wait();
   // Returns true when the collective has completed (and finishes any post-processing).
   bool test();
+
+  // For collectives/: the state of an unfinished collective (nullptr when there is none).
+  State* state() const noexcept { return state_.get(); }
 
  private:
   std::unique_ptr<State> state_;

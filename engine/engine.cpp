@@ -5,6 +5,7 @@
 
 #include "mpitrain/engine/engine.hpp"
 
+#include <chrono>
 #include <utility>
 
 #include "mpitrain/engine/thread_level_requirement.hpp"
@@ -20,6 +21,12 @@ Engine::Engine(EngineConfig config, const Communicator& comm)
                            ? config_.blas_threads
                            : nn::default_blas_threads(static_cast<std::size_t>(comm_.local_size())));
   if (config_.mixed_precision == Precision::fp16) scaler_.emplace(config_.loss_scaler);
+  if (config_.timeout_s) {
+    comm_.set_timeout(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(*config_.timeout_s)));
+  }
+  if (config_.timeout_action) comm_.set_timeout_action(*config_.timeout_action);
+  if (config_.debug_collectives) comm_.set_debug_collectives(true);
   stream_ = std::make_unique<CommStream>(comm_);
 }
 

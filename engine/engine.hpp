@@ -236,6 +236,10 @@ class Engine {
   // when the parameters were updated; false on non-sync micro-steps and skipped steps.
   // nan_policy error throws std::runtime_error (on every rank) for inf/NaN gradients, naming
   // the step and the first parameter (in registration order) whose gradient is not finite.
+  // With check_collectives (the default) it first completes the comparison, posted by the
+  // previous step, of the fingerprints of the collectives every rank issued (one 16-byte
+  // allreduce), throwing CollectiveMismatch on every rank when they differ
+  // (collective_timeout.hpp), then posts this step's.
   bool step();
   // Returns true when the last synchronising step() skipped the optimizer (inf/NaN
   // gradients: an fp16 overflow, or nan_policy skip), as Accelerate's

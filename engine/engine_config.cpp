@@ -114,6 +114,9 @@ void EngineConfig::validate() const {
     invalid("project.iteration", std::to_string(*project.iteration), "must be >= 0");
   }
   if (project.project_dir.empty()) invalid("project.dir", "''", "must not be empty");
+  if (timeout_s && !(std::isfinite(*timeout_s) && *timeout_s >= 0)) {
+    invalid("distributed.timeout_s", number(*timeout_s), "must be a finite number of seconds >= 0");
+  }
 }
 
 std::size_t EngineConfig::bucket_cap_bytes() const {
@@ -138,6 +141,8 @@ std::vector<std::pair<std::string, std::string>> EngineConfig::cross_rank_settin
       {"distributed.grad_comm_dtype", wire_name(grad_comm_dtype)},
       {"distributed.allreduce_algorithm", allreduce_algorithm},
       {"distributed.unused_parameters", std::string(to_string(unused_parameters))},
+      {"distributed.check_collectives", boolean(check_collectives)},
+      {"distributed.debug_collectives", boolean(debug_collectives)},
       {"data.split_batches", boolean(split_batches)},
       {"data.even_batches", boolean(even_batches)},
       // Off, CheckpointManager::save throws before its first broadcast, and load_state()

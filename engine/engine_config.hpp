@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -64,6 +65,21 @@ struct EngineConfig {
   // a name of algorithm_names(Collective::allreduce): "default", "mpi", "ring", ...
   std::string allreduce_algorithm{kDefaultAlgorithm};
   UnusedParameterPolicy unused_parameters = UnusedParameterPolicy::zero;
+  // Seconds one wait for peers may last in any collective (Communicator::set_timeout; the
+  // trainer's distributed.timeout_s): past it the rank reports the ranks that did not arrive
+  // and the job ends (timeout_action). 0: no limit. Unset: the Communicator's setting stays.
+  std::optional<double> timeout_s;
+  // distributed.timeout_action: abort (the default) or throw; unset: the Communicator's.
+  std::optional<TimeoutAction> timeout_action;
+  // distributed.check_collectives: compare a fingerprint of the collectives every rank issued,
+  // once per optimizer step (Communicator::check_collectives: one 16-byte allreduce, posted at
+  // a step and completed at the next, so no step waits for it); ranks whose collectives
+  // differ (another reduction, type or algorithm, which MPI completes without a word) stop
+  // with CollectiveMismatch on every rank, one step later, instead of diverging silently.
+  bool check_collectives = true;
+  // distributed.debug_collectives: turn on the Communicator's debug mode (every collective
+  // compared across ranks before it runs; also MPITRAIN_DEBUG_COLLECTIVES=1).
+  bool debug_collectives = false;
 
   // data.*
   bool split_batches = false;  // the loader's batch_size is global, split over the ranks
@@ -89,7 +105,8 @@ struct EngineConfig {
   // Returns the settings that must be equal on every rank, as (`section.key`, value text)
   // pairs in a fixed order: those that decide the bucket layout, which collectives a step
   // issues and when (accumulation, sync_with_dataloader, the loader sharding, overlap, wire
-  // type, algorithm, unused_parameters, nan_policy), how gradients are scaled
+  // type, algorithm, unused_parameters, nan_policy, check_collectives and debug_collectives,
+  // which add collectives), how gradients are scaled
   // (mixed_precision and, with fp16, the loss scaler), or which collectives save_state()
   // and load_state() run (project.automatic_checkpoint_naming). Values are spelt as the
   // trainer's config spells them; numbers exactly (shortest round-trip form), so two values

@@ -115,6 +115,7 @@ void Engine::setup_sync(std::vector<SyncedParameter> params, std::string_view wh
   index_of_name_ = std::move(index_of_name);
   // The same initial values everywhere: rank 0's.
   if (comm_.size() > 1) {
+    const Communicator::CallSite site(comm_, "Engine::prepare");
     for (nn::Parameter* p : params_) comm_.broadcast(p->value.span(), 0);
   }
   GradientSyncOptions options;

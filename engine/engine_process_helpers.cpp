@@ -93,12 +93,14 @@ Tensor Engine::reduce(const Tensor& t, ReduceOp op) const {
   idle_stream();
   Tensor out(t.shape());
   std::copy_n(t.data(), t.numel(), out.data());
+  const Communicator::CallSite site(comm_, "Engine::reduce");
   comm_.allreduce(out.span(), op);
   return out;
 }
 
 double Engine::reduce(double value, ReduceOp op) const {
   idle_stream();
+  const Communicator::CallSite site(comm_, "Engine::reduce");
   return comm_.allreduce_value(value, op);
 }
 

@@ -125,6 +125,10 @@ void Engine::grad_ready(std::size_t index) {
 
 bool Engine::step() {
   if (!phase_.step_pending()) return false;
+  // Every rank issued the same collectives up to the last step, or every rank throws
+  // CollectiveMismatch here; this step's comparison is posted and completes at the next
+  // (no step waits for it).
+  if (config_.check_collectives) comm_.check_collectives(/*wait=*/false);
   const bool finite = unscale_and_check();
   phase_.take_step();
   const std::uint64_t this_step = state_.step;

@@ -196,6 +196,7 @@ void GradientSync::launch(std::size_t bucket) {
 }
 
 void GradientSync::reduce(std::size_t bucket) {
+  const Communicator::CallSite site(comm_, "Engine::backward");
   const Bucket& b = buckets_[bucket];
   const std::size_t count = b.count + (bucket + 1 == buckets_.size() ? 1 : 0);
   // bf16/f16: the fp32 values are rounded and widened inside the allreduce (no conversion

@@ -34,14 +34,23 @@ std::size_t op_index(ReduceOp op) noexcept {
 // Frees the ops and communicators unless MPI is already finalised (then they are gone).
 // Return codes are ignored: a destructor cannot report them, and nothing can be retried.
 CommContext::~CommContext() {
-  shm.reset();  // collective over the node, like the communicators below
+  if (broken) {
+    (void)shm.release();  // its frees are collective: a missing rank would never join them
+    return;
+  }
   int finalized = 0;
-  if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) return;
+  if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized) {
+    shm.reset();
+    return;
+  }
+  watch.drain();  // a posted fingerprint comparison, which every rank posted too
+  shm.reset();  // collective over the node, like the communicators below
   for (auto& ops : half_ops) {
     for (MPI_Op& op : ops) {
       if (op != MPI_OP_NULL) MPI_Op_free(&op);
     }
   }
+  if (check_comm != MPI_COMM_NULL) MPI_Comm_free(&check_comm);
   if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
   if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
 }

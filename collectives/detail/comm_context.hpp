@@ -5,16 +5,19 @@
 // It owns the MPI objects: the duplicated communicator, the node-local communicator (ranks
 // sharing memory), the MPI user ops that combine bf16/f16 in fp32, and the node's
 // shared-memory segment. The destructor frees
-// them in reverse order of creation unless MPI is finalised.
+// them in reverse order of creation unless MPI is finalised or a wait timed out.
 
 #include <mpi.h>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "mpitrain/collectives/dtype.hpp"
+#include "mpitrain/collectives/detail/collective_watch.hpp"
 
 namespace mpitrain::detail {
 
@@ -29,6 +32,17 @@ struct CommContext {
   int local_size = 1;
   int node_count = 1;
   int node_index = 0;
+  // For each rank of `comm`: its rank in `node` when it shares this node, else -1.
+  std::vector<int> node_rank_of;
+  // A duplicate of `comm` for the watch's checks, so that a check never matches a collective
+  // of the program (collective_watch.hpp).
+  MPI_Comm check_comm = MPI_COMM_NULL;
+  // How long one wait for peers may last (zero: for ever); bounded_wait.hpp.
+  std::chrono::nanoseconds timeout{0};
+  CollectiveWatch watch;
+  // Set when a wait timed out: peers no longer agree on what runs, and the collective frees
+  // of the destructor would wait for a rank that is not coming (they are skipped).
+  bool broken = false;
   // The largest element count handed to one MPI call; longer buffers go in pieces.
   std::size_t max_call = 0;
   // MPI user ops for bf16 and f16: [bf16, f16][sum, max, min].

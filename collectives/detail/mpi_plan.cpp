@@ -22,31 +22,44 @@ void MpiEmitter::check(int rc, std::string_view mpi_call, Collective natural) co
 }
 
 // ---- BlockingEmitter ----------------------------------------------------------------------
+// With a timeout, each call is its nonblocking twin waited for within the deadline (a
+// blocking MPI call cannot be interrupted); bounded_wait.hpp throws WaitExpired past it.
+
+template <class Post> void BlockingEmitter::post_and_wait(Post&& post) {
+  PostingEmitter posting(ctx_, op_, count_);
+  post(posting);
+  posting.finish().wait();
+}
 
 void BlockingEmitter::allreduce(const void* send, void* recv, std::size_t len, MPI_Datatype dt,
                                 MPI_Op op) {
+  if (ctx_.timeout.count() > 0) return post_and_wait([&](PostingEmitter& p) { p.allreduce(send, recv, len, dt, op); });
   check(MPI_Allreduce(send, recv, static_cast<int>(len), dt, op, ctx_.comm), "MPI_Allreduce",
         Collective::allreduce);
 }
 
 void BlockingEmitter::bcast(void* data, std::size_t len, MPI_Datatype dt, int root) {
+  if (ctx_.timeout.count() > 0) return post_and_wait([&](PostingEmitter& p) { p.bcast(data, len, dt, root); });
   check(MPI_Bcast(data, static_cast<int>(len), dt, root, ctx_.comm), "MPI_Bcast",
         Collective::broadcast);
 }
 
 void BlockingEmitter::reduce(const void* send, void* recv, std::size_t len, MPI_Datatype dt,
                              MPI_Op op, int root) {
+  if (ctx_.timeout.count() > 0) return post_and_wait([&](PostingEmitter& p) { p.reduce(send, recv, len, dt, op, root); });
   check(MPI_Reduce(send, recv, static_cast<int>(len), dt, op, root, ctx_.comm), "MPI_Reduce",
         Collective::reduce_scatter);
 }
 
 void BlockingEmitter::reduce_scatter_block(const void* send, void* recv, std::size_t len,
                                            MPI_Datatype dt, MPI_Op op) {
+  if (ctx_.timeout.count() > 0) return post_and_wait([&](PostingEmitter& p) { p.reduce_scatter_block(send, recv, len, dt, op); });
   check(MPI_Reduce_scatter_block(send, recv, static_cast<int>(len), dt, op, ctx_.comm),
         "MPI_Reduce_scatter_block", Collective::reduce_scatter);
 }
 
 void BlockingEmitter::allgather(const void* send, void* recv, std::size_t len, MPI_Datatype dt) {
+  if (ctx_.timeout.count() > 0) return post_and_wait([&](PostingEmitter& p) { p.allgather(send, recv, len, dt); });
   check(MPI_Allgather(send, static_cast<int>(len), dt, recv, static_cast<int>(len), dt,
                       ctx_.comm),
         "MPI_Allgather", Collective::allgather);
@@ -55,6 +68,7 @@ void BlockingEmitter::allgather(const void* send, void* recv, std::size_t len, M
 void BlockingEmitter::allgatherv(const void* send, std::size_t len, void* recv,
                                  std::vector<int> counts, std::vector<int> displs,
                                  MPI_Datatype dt) {
+  if (ctx_.timeout.count() > 0) return post_and_wait([&](PostingEmitter& p) { p.allgatherv(send, len, recv, std::move(counts), std::move(displs), dt); });
   check(MPI_Allgatherv(send, static_cast<int>(len), dt, recv, counts.data(), displs.data(), dt,
                        ctx_.comm),
         "MPI_Allgatherv", Collective::allgatherv);
@@ -62,6 +76,7 @@ void BlockingEmitter::allgatherv(const void* send, std::size_t len, void* recv,
 
 void BlockingEmitter::gather(const void* send, void* recv, std::size_t len, MPI_Datatype dt,
                              int root) {
+  if (ctx_.timeout.count() > 0) return post_and_wait([&](PostingEmitter& p) { p.gather(send, recv, len, dt, root); });
   check(MPI_Gather(send, static_cast<int>(len), dt, recv, static_cast<int>(len), dt, root,
                    ctx_.comm),
         "MPI_Gather", Collective::gather);
@@ -69,16 +84,19 @@ void BlockingEmitter::gather(const void* send, void* recv, std::size_t len, MPI_
 
 void BlockingEmitter::send(const void* data, std::size_t len, MPI_Datatype dt, int peer,
                            int tag) {
+  if (ctx_.timeout.count() > 0) return post_and_wait([&](PostingEmitter& p) { p.send(data, len, dt, peer, tag); });
   check(MPI_Send(data, static_cast<int>(len), dt, peer, tag, ctx_.comm), "MPI_Send",
         Collective::barrier);
 }
 
 void BlockingEmitter::recv(void* data, std::size_t len, MPI_Datatype dt, int peer, int tag) {
+  if (ctx_.timeout.count() > 0) return post_and_wait([&](PostingEmitter& p) { p.recv(data, len, dt, peer, tag); });
   check(MPI_Recv(data, static_cast<int>(len), dt, peer, tag, ctx_.comm, MPI_STATUS_IGNORE),
         "MPI_Recv", Collective::barrier);
 }
 
 void BlockingEmitter::barrier() {
+  if (ctx_.timeout.count() > 0) return post_and_wait([&](PostingEmitter& p) { p.barrier(); });
   check(MPI_Barrier(ctx_.comm), "MPI_Barrier", Collective::barrier);
 }
 
@@ -93,6 +111,7 @@ PostingEmitter::PostingEmitter(const CommContext& ctx, Collective op, std::size_
     : MpiEmitter(ctx, op, count), state_(std::make_unique<Request::State>()) {
   state_->rank = ctx.rank;
   state_->count = count;
+  state_->timeout = ctx.timeout;
 }
 
 // A plan that threw after posting leaves requests MPI still writes into buffers the state

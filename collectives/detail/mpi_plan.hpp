@@ -73,7 +73,9 @@ class MpiEmitter {
   std::size_t count_;
 };
 
-// Makes every call at once.
+class PostingEmitter;
+
+// Makes every call at once (with a timeout: posts it and waits within the deadline).
 class BlockingEmitter final : public MpiEmitter {
  public:
   using MpiEmitter::MpiEmitter;
@@ -95,6 +97,9 @@ class BlockingEmitter final : public MpiEmitter {
   void then(std::function<void()> fn) override { fn(); }
 
  private:
+  // Issues one call through a PostingEmitter (post(emitter)) and waits for it.
+  template <class Post> void post_and_wait(Post&& post);
+
   std::vector<float> stage_;
 };
 

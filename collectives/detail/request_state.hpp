@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -24,6 +25,10 @@ struct Request::State {
   std::vector<std::vector<int>> int_arrays;            // MPI_Iallgatherv counts, displacements
   std::vector<std::function<void()>> finishers;        // run in order after every request
   bool done = false;
+  // How long wait() waits (zero: for ever), and what it calls when that passes (the
+  // Communicator's report; without one, wait() throws detail::WaitExpired).
+  std::chrono::nanoseconds timeout{0};
+  std::function<void(std::chrono::nanoseconds)> on_expired;
 
   // Marks the state done and runs the finishers.
   void complete();

@@ -16,11 +16,12 @@ std::string RingAlgorithm::why_not_nonblocking(const CollectiveArgs&) const {
 void RingAlgorithm::run(const CommContext& ctx, const CollectiveArgs& args) const {
   if (args.has_wire()) {
     wire_ring_allreduce(ctx.comm, ctx.rank, ctx.size, static_cast<float*>(args.recv),
-                        args.wire_scratch, args.count, *args.wire, args.reduce);
+                        args.wire_scratch, args.count, *args.wire, args.reduce,
+                        kRingSegmentBytes, ctx.timeout);
     return;
   }
   ring_allreduce(ctx.comm, ctx.rank, ctx.size, args.send, args.recv, args.count, args.type,
-                 args.reduce);
+                 args.reduce, kRingSegmentBytes, ctx.timeout);
 }
 
 }  // namespace mpitrain::detail

@@ -25,7 +25,8 @@ constexpr std::size_t kMaxMessageBytes = std::size_t{1} << 30;
 }  // namespace
 
 void ring_allreduce(MPI_Comm comm, int rank, int size, const void* send, void* recv,
-                    std::size_t count, DType type, ReduceOp op, std::size_t segment_bytes) {
+                    std::size_t count, DType type, ReduceOp op, std::size_t segment_bytes,
+                    std::chrono::nanoseconds timeout) {
   if (count == 0) return;
   const std::size_t esize = dtype_bytes(type);
   const auto* in = static_cast<const std::byte*>(send);
@@ -35,7 +36,7 @@ void ring_allreduce(MPI_Comm comm, int rank, int size, const void* send, void* r
     return;
   }
 
-  const Ring ring(comm, rank, size, count);
+  const Ring ring(comm, rank, size, count, timeout);
   const Chunks chunks{count, static_cast<std::size_t>(size)};
   const std::size_t seg = std::max<std::size_t>(1, segment_bytes / esize);  // elements
   const std::size_t seg_bytes = seg * esize;

@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 
 #include "mpitrain/collectives/dtype.hpp"
@@ -24,9 +25,11 @@ namespace mpitrain::detail {
 // Reduces `count` elements of `type` from every rank of `comm` into recv (send == recv is in
 // place). AVG divides the sum by the number of ranks within the last combining step (integers
 // truncate; 16-bit formats divide in fp32 before the rounding). `rank` and `size` are those of
-// `comm`. Throws MpiError naming the failed call, the rank and the count.
+// `comm`. Throws MpiError naming the failed call, the rank and the count; with a timeout,
+// WaitExpired when a wait for a neighbour's message passes it (bounded_wait.hpp).
 void ring_allreduce(MPI_Comm comm, int rank, int size, const void* send, void* recv,
                     std::size_t count, DType type, ReduceOp op,
-                    std::size_t segment_bytes = kRingSegmentBytes);
+                    std::size_t segment_bytes = kRingSegmentBytes,
+                    std::chrono::nanoseconds timeout = {});
 
 }  // namespace mpitrain::detail

@@ -10,11 +10,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
 
 #include "mpitrain/collectives/mpi_error.hpp"
+#include "mpitrain/collectives/detail/bounded_wait.hpp"
 
 namespace mpitrain::detail {
 
@@ -39,8 +41,10 @@ struct Chunks {
 class Ring {
  public:
   // `count` is the element count of the whole allreduce (for error messages).
-  Ring(MPI_Comm comm, int rank, int size, std::size_t count)
-      : comm_(comm), rank_(rank), size_(size), count_(count) {}
+  // `timeout` bounds each wait for messages (zero: none; see bounded_wait.hpp).
+  Ring(MPI_Comm comm, int rank, int size, std::size_t count,
+       std::chrono::nanoseconds timeout = {})
+      : comm_(comm), rank_(rank), size_(size), count_(count), timeout_(timeout) {}
 
   int right() const noexcept { return (rank_ + 1) % size_; }
   int left() const noexcept { return (rank_ + size_ - 1) % size_; }
@@ -69,11 +73,10 @@ class Ring {
     check(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, left(), kTag, comm_, req),
           "MPI_Irecv");
   }
-  void wait(MPI_Request* req) const { check(MPI_Wait(req, MPI_STATUS_IGNORE), "MPI_Wait"); }
+  void wait(MPI_Request* req) const { check(wait_requests(req, 1, timeout_), "MPI_Wait"); }
   void wait_all(std::vector<MPI_Request>& reqs) const {
     if (reqs.empty()) return;
-    check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE),
-          "MPI_Waitall");
+    check(wait_requests(reqs.data(), static_cast<int>(reqs.size()), timeout_), "MPI_Waitall");
     reqs.clear();
   }
   // Throws MpiError naming the call, the rank and the count unless rc is MPI_SUCCESS.
@@ -89,6 +92,7 @@ class Ring {
   int rank_;
   int size_;
   std::size_t count_;
+  std::chrono::nanoseconds timeout_;
 };
 
 }  // namespace mpitrain::detail

@@ -24,6 +24,10 @@ constexpr std::size_t kCacheLine = 64;
 // cache lines, so a peer polling one does not contend with the owner writing the other.
 constexpr std::size_t kSequenceAt = 0;
 constexpr std::size_t kInputOffsetAt = kCacheLine;  // two slots
+constexpr std::size_t kProgressAt = 2 * kCacheLine;
+constexpr std::size_t kReportedAt = 3 * kCacheLine;
+constexpr std::size_t kCheckIndexAt = 4 * kCacheLine;
+constexpr std::size_t kCheckSlotsAt = 5 * kCacheLine;  // two slots of three words
 // Polls of a flag before a waiter starts yielding its core: about a microsecond of pause
 // instructions, enough for a peer running on another core to arrive.
 constexpr int kSpinsBeforeYield = 256;
@@ -52,7 +56,8 @@ ShmTimeout::ShmTimeout(std::string_view collective, int rank, std::uint64_t sequ
           "node rank(s) {} did not arrive",
           collective, rank, std::chrono::duration<double>(waited).count(), sequence,
           fmt::join(missing, ", "))),
-      missing_(std::move(missing)) {}
+      missing_(std::move(missing)),
+      waited_(waited) {}
 
 ShmSegment::ShmSegment(MPI_Comm node_comm, ShmOptions options)
     : workspace_bytes_(round_up(std::max<std::size_t>(options.workspace_bytes, 1), kPage)),
@@ -68,6 +73,9 @@ ShmSegment::ShmSegment(MPI_Comm node_comm, ShmOptions options)
     check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", world_rank, 0);
     main_ = allocate_window(kPage + 4 * workspace_bytes_, "shared-memory segment");
     sequence_slot(rank_).store(0, std::memory_order_relaxed);
+    control_word(rank_, kProgressAt).store(0, std::memory_order_relaxed);
+    control_word(rank_, kReportedAt).store(0, std::memory_order_relaxed);
+    control_word(rank_, kCheckIndexAt).store(0, std::memory_order_relaxed);
     // Every slot is initialised before any rank can read it.
     check_mpi(MPI_Barrier(comm_), "MPI_Barrier (shared-memory segment)", rank_, 0);
   } catch (...) {
@@ -133,6 +141,49 @@ std::atomic_ref<std::uint64_t> ShmSegment::sequence_slot(int peer) const noexcep
   auto* p = reinterpret_cast<std::uint64_t*>(main_.bases[static_cast<std::size_t>(peer)] +
                                              kSequenceAt);
   return std::atomic_ref<std::uint64_t>(*p);
+}
+
+std::atomic_ref<std::uint64_t> ShmSegment::control_word(int peer, std::size_t at) const noexcept {
+  auto* p = reinterpret_cast<std::uint64_t*>(main_.bases[static_cast<std::size_t>(peer)] + at);
+  return std::atomic_ref<std::uint64_t>(*p);
+}
+
+void ShmSegment::publish_progress(std::uint64_t collective) noexcept {
+  control_word(rank_, kProgressAt).store(collective, std::memory_order_release);
+}
+
+std::uint64_t ShmSegment::progress(int peer) const noexcept {
+  return control_word(peer, kProgressAt).load(std::memory_order_acquire);
+}
+
+void ShmSegment::publish_check(std::uint64_t index,
+                               const std::array<std::uint64_t, 3>& values) noexcept {
+  const std::size_t slot = kCheckSlotsAt + (index & 1u) * 3 * sizeof(std::uint64_t);
+  for (std::size_t i = 0; i < 3; ++i) {
+    control_word(rank_, slot + i * sizeof(std::uint64_t)).store(values[i], std::memory_order_relaxed);
+  }
+  control_word(rank_, kCheckIndexAt).store(index, std::memory_order_release);
+}
+
+std::uint64_t ShmSegment::check_index(int peer) const noexcept {
+  return control_word(peer, kCheckIndexAt).load(std::memory_order_acquire);
+}
+
+std::array<std::uint64_t, 3> ShmSegment::check_values(int peer, std::uint64_t index) const noexcept {
+  const std::size_t slot = kCheckSlotsAt + (index & 1u) * 3 * sizeof(std::uint64_t);
+  std::array<std::uint64_t, 3> values{};
+  for (std::size_t i = 0; i < 3; ++i) {
+    values[i] = control_word(peer, slot + i * sizeof(std::uint64_t)).load(std::memory_order_relaxed);
+  }
+  return values;
+}
+
+void ShmSegment::mark_reported(std::uint64_t stage) noexcept {
+  control_word(rank_, kReportedAt).store(stage, std::memory_order_release);
+}
+
+std::uint64_t ShmSegment::reported(int peer) const noexcept {
+  return control_word(peer, kReportedAt).load(std::memory_order_acquire);
 }
 
 std::uint64_t* ShmSegment::input_slot(int peer) const noexcept {

@@ -13,7 +13,9 @@
 //   control slot (one page): sequence number (std::atomic_ref<std::uint64_t>, written only by
 //       its owner with release, read by peers with acquire) and, on their own cache line, two
 //       alternating arena offsets of the owner's input (kNoOffset when it is not in the
-//       arena; see begin_input);
+//       arena; see begin_input); then, a cache line each, the number of the Communicator
+//       collective the owner last entered and its "reported a timeout" mark (deadline
+//       reports, collective_watch.hpp: peers read them without the owner's help);
 //   workspace 0, workspace 1: each `workspace_bytes` of input followed by `workspace_bytes` of
 //       output; a collective alternates between them piece by piece (double buffering), so a
 //       rank may run one piece ahead of its slowest peer without overwriting what it reads.
@@ -29,6 +31,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -48,9 +51,11 @@ class ShmTimeout : public std::runtime_error {
   ShmTimeout(std::string_view collective, int rank, std::uint64_t sequence,
              std::vector<int> missing, std::chrono::nanoseconds waited);
   const std::vector<int>& missing_ranks() const noexcept { return missing_; }
+  std::chrono::nanoseconds waited() const noexcept { return waited_; }
 
  private:
   std::vector<int> missing_;
+  std::chrono::nanoseconds waited_;
 };
 
 struct ShmOptions {
@@ -131,6 +136,24 @@ class ShmSegment {
   void begin_input(std::uint64_t offset) noexcept;
   std::uint64_t input_offset(int peer) const noexcept;
 
+  // ---- progress of Communicator collectives (deadline reports) ------------------------
+  // Stores `collective`, the number of the collective this rank enters, where peers read it
+  // without this rank's help (a stopped rank's last number stays readable). One store.
+  void publish_progress(std::uint64_t collective) noexcept;
+  // Returns the number `peer` last published with publish_progress (0: none yet).
+  std::uint64_t progress(int peer) const noexcept;
+  // Fingerprint checks through shared memory: publish_check stores this rank's `values` of
+  // check number `index` (two slots alternate by its parity), then the index (release);
+  // check_index(peer) reads a peer's last index (acquire), check_values(peer, index) the
+  // values it published for `index` (valid while the peer's index is index or index + 1).
+  void publish_check(std::uint64_t index, const std::array<std::uint64_t, 3>& values) noexcept;
+  std::uint64_t check_index(int peer) const noexcept;
+  std::array<std::uint64_t, 3> check_values(int peer, std::uint64_t index) const noexcept;
+  // Stores how far this rank got in reporting a timeout (a stage number > 0; 0: not timed
+  // out); reported(peer) reads a peer's.
+  void mark_reported(std::uint64_t stage) noexcept;
+  std::uint64_t reported(int peer) const noexcept;
+
   // ---- arena ----------------------------------------------------------------------------
   // Returns `bytes` (rounded up to 64) of shared memory at the same arena offset on every
   // rank, 64-byte aligned, zero-filled. Collective: every rank calls it with the same size, in
@@ -152,6 +175,8 @@ class ShmSegment {
   };
   Region allocate_window(std::size_t bytes_per_rank, const char* what);
   std::atomic_ref<std::uint64_t> sequence_slot(int peer) const noexcept;
+  // Returns `peer`'s 64-bit word at byte `at` of its control slot.
+  std::atomic_ref<std::uint64_t> control_word(int peer, std::size_t at) const noexcept;
   std::uint64_t* input_slot(int peer) const noexcept;
   std::vector<int> missing(std::uint64_t sequence) const;
   [[noreturn]] void time_out(std::uint64_t sequence, const char* collective,

@@ -57,7 +57,7 @@ void receive_segments(const Ring& ring, std::uint16_t* image, const Segments& se
 
 void wire_ring_allreduce(MPI_Comm comm, int rank, int size, float* data,
                          std::uint16_t* wire_image, std::size_t count, DType wire, ReduceOp op,
-                         std::size_t segment_bytes) {
+                         std::size_t segment_bytes, std::chrono::nanoseconds timeout) {
   if (count == 0) return;
   if (size == 1) {  // the sum (and average) over one rank is the rounded buffer
     narrow_from_f32(data, wire_image, count, wire, 1);
@@ -65,7 +65,7 @@ void wire_ring_allreduce(MPI_Comm comm, int rank, int size, float* data,
     return;
   }
 
-  const Ring ring(comm, rank, size, count);
+  const Ring ring(comm, rank, size, count, timeout);
   const Chunks chunks{count, static_cast<std::size_t>(size)};
   const std::size_t seg = std::max<std::size_t>(1, segment_bytes / kWireBytes);  // elements
   std::vector<MPI_Request> sends;

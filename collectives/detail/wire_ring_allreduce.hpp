@@ -25,6 +25,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -37,9 +38,11 @@ namespace mpitrain::detail {
 // or f16), with `op` as ring_allreduce applies it. `wire_image` is scratch of `count` 16-bit
 // values (its contents on return: the result in the wire format). `rank` and `size` are
 // those of `comm`. One rank: data becomes float(round(data)). Throws MpiError naming the
-// failed call, the rank and the count.
+// failed call, the rank and the count; with a timeout, WaitExpired when
+// a wait for a neighbour's message passes it (bounded_wait.hpp).
 void wire_ring_allreduce(MPI_Comm comm, int rank, int size, float* data,
                          std::uint16_t* wire_image, std::size_t count, DType wire, ReduceOp op,
-                         std::size_t segment_bytes = kRingSegmentBytes);
+                         std::size_t segment_bytes = kRingSegmentBytes,
+                         std::chrono::nanoseconds timeout = {});
 
 }  // namespace mpitrain::detail

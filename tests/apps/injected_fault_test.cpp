@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "mpitrain/collectives/communicator.hpp"
+#include "mpitrain/collectives/mpi_runtime.hpp"
 #include "train_config.hpp"
 
 namespace mpitrain::app {
@@ -31,11 +33,25 @@ TEST(InjectedFault, BadTextIsAConfigErrorNamingTheOption) {
 }
 
 TEST(InjectedFault, ThrowsOnlyOnItsRankAfterItsStep) {
-  const InjectedFault f = parse_injected_fault("throw@1:20");
-  EXPECT_NO_THROW(trigger_injected_fault_for_tests(f, 0, 20));
-  EXPECT_NO_THROW(trigger_injected_fault_for_tests(f, 1, 19));
-  EXPECT_THROW(trigger_injected_fault_for_tests(f, 1, 20), std::runtime_error);
-  EXPECT_NO_THROW(trigger_injected_fault_for_tests(InjectedFault{}, -1, -1));
+  MpiRuntime runtime;
+  const Communicator comm = Communicator::self(runtime);  // rank 0
+  EXPECT_NO_THROW(trigger_injected_fault_for_tests(parse_injected_fault("throw@1:20"), comm, 20));
+  const InjectedFault f = parse_injected_fault("throw@0:20");
+  EXPECT_NO_THROW(trigger_injected_fault_for_tests(f, comm, 19));
+  EXPECT_THROW(trigger_injected_fault_for_tests(f, comm, 20), std::runtime_error);
+  EXPECT_NO_THROW(trigger_injected_fault_for_tests(InjectedFault{}, comm, -1));
+}
+
+// "barrier": one collective the peers do not issue (they skipped it), then training goes on.
+TEST(InjectedFault, BarrierIssuesOneCollectiveOnItsRankAfterItsStep) {
+  MpiRuntime runtime;
+  const Communicator comm = Communicator::self(runtime);
+  const InjectedFault f = parse_injected_fault("barrier@0:3");
+  EXPECT_EQ(f.kind, "barrier");
+  trigger_injected_fault_for_tests(f, comm, 2);
+  EXPECT_EQ(comm.collectives_issued(), 0u);
+  trigger_injected_fault_for_tests(f, comm, 3);
+  EXPECT_EQ(comm.collectives_issued(), 1u);
 }
 
 }  // namespace

@@ -18,6 +18,12 @@ Scenarios:
                    SIGTERM, and the next run resumes there
   rank_failure     an exception on rank 1 ends the whole job promptly, naming the rank
   hang_watchdog    a rank that stops making progress: the job ends after timeout_s, naming it
+  sigstop_rank     rank 1 stopped with SIGSTOP mid-training: rank 0's collective times out
+                   naming rank 1 (not itself), and the job ends within timeout_s + 10 s
+  skipped_collective  rank 1 issues a barrier rank 0 skips (--inject-fault barrier@1:3): rank
+                   0 times out naming rank 1 and what it called instead, within timeout_s + 10 s
+  debug_collectives   the same with distributed.debug_collectives: every rank names the first
+                   mismatched collective and both call sites
   checkpoints_cli  `trainer checkpoints list|verify` on a project, then on a damaged file; a
                    path that does not exist (exit 2) or cannot be examined (exit 1) at 2 ranks:
                    every rank exits with rank 0's code, the message printed once, no hang
@@ -49,6 +55,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -275,6 +282,75 @@ def scenario_hang_watchdog(r):
     check(code != 0, f"exit code {code}\n{out}")
     check("no progress for" in out and "distributed.timeout_s = 2" in out, out)
     check(seconds < 60, f"the job took {seconds:.0f} s to end")
+
+
+def rank_of(pid):
+    """Returns the MPI rank of a process started by mpiexec (OMPI_COMM_WORLD_RANK)."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        for item in f.read().split(b"\0"):
+            if item.startswith(b"OMPI_COMM_WORLD_RANK="):
+                return int(item.split(b"=", 1)[1])
+    raise Failure(f"process {pid} has no OMPI_COMM_WORLD_RANK")
+
+
+def scenario_sigstop_rank(r):
+    timeout_s = 3
+    run = SYNTHETIC + [f"project.dir={r.project('sigstop')}", "training.epochs=100000",
+                       "training.log_every=10", "training.eval=false",
+                       f"distributed.timeout_s={timeout_s}"]
+    proc = subprocess.Popen(r.command(2, sets=run), cwd=r.work, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    out = ""
+    for line in proc.stdout:  # training runs once the first progress line is out
+        out += line
+        if line.startswith("epoch ") and " step " in line:
+            break
+    stopped = [pid for pid in rank_pids(proc.pid) if rank_of(pid) == 1]
+    check(len(stopped) == 1, f"rank 1 not found\n{out}")
+    os.kill(stopped[0], signal.SIGSTOP)
+    start = time.monotonic()
+    out += proc.stdout.read()
+    code = proc.wait(timeout=120)
+    seconds = time.monotonic() - start
+    check(code != 0, f"exit code {code}\n{out}")
+    check(seconds < timeout_s + 10, f"the job took {seconds:.0f} s to end after the SIGSTOP\n{out}")
+    # Rank 1 stops between collectives (rank 0 waits in the next one, or in the step's
+    # fingerprint check) or inside one (the communication thread may be in an allreduce).
+    report = re.search(rf"mpitrain: rank 0: (\S.*) #(\d+) timed out after {timeout_s} s: rank 1 "
+                       r"(did not arrive \((last seen at|last seen in the fingerprint check after) "
+                       r"#(\d+)\)|stopped responding inside #(\d+)); arrived: rank 0; ending the "
+                       r"job \(MPI_Abort\)", out)
+    check(report is not None, f"no report naming rank 1\n{out}")
+    if report.group(6):
+        check(report.group(6) == report.group(2), out)
+    else:
+        check(int(report.group(5)) < int(report.group(2)) or "check" in report.group(1), out)
+    check("rank 0: no progress" not in out, f"rank 0's watchdog blamed rank 0\n{out}")
+
+
+def scenario_skipped_collective(r):
+    timeout_s = 3
+    code, out, seconds = r.run(2, "--inject-fault", "barrier@1:3", sets=SYNTHETIC + [
+        f"project.dir={r.project('skipped')}", f"distributed.timeout_s={timeout_s}"], timeout=120)
+    check(code != 0, f"exit code {code}\n{out}")
+    check(seconds < timeout_s + 10 + 10, f"the job took {seconds:.0f} s to end\n{out}")  # + start-up
+    # Rank 0's next collective after step 3 is the per-step stop agreement (Engine::reduce).
+    check(re.search(rf"mpitrain: rank 0: allreduce\(f64, 1 element\) #(\d+) timed out after "
+                    rf"{timeout_s} s: rank 1 did not arrive \(called barrier as #\1\); arrived: "
+                    r"rank 0; ending the job \(MPI_Abort\)", out), out)
+
+
+def scenario_debug_collectives(r):
+    code, out, seconds = r.run(2, "--inject-fault", "barrier@1:3", sets=SYNTHETIC + [
+        f"project.dir={r.project('debug')}", "distributed.timeout_s=3",
+        "distributed.debug_collectives=true"], timeout=120)
+    check(code != 0, f"exit code {code}\n{out}")
+    # Rank 0's next collective after step 3 is the per-step stop agreement (Engine::reduce).
+    for rank in range(2):
+        line = re.search(rf"trainer: error on rank {rank} of 2: collective mismatch: rank 1 called "
+                         r"barrier #(\d+) from injected fault, rank 0 called allreduce\(f64, 1\) "
+                         r"#(\d+) from Engine::reduce\n", out)
+        check(line and line.group(1) == line.group(2), out)
 
 
 def scenario_checkpoints_cli(r):

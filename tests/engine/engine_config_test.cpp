@@ -68,6 +68,13 @@ TEST(EngineConfigTest, InvalidValuesNameTheirKey) {
   c.project.iteration.reset();
   c.project.project_dir.clear();
   EXPECT_NE(error_of(c).find("project.dir"), std::string::npos) << error_of(c);
+
+  c = EngineConfig{};
+  c.timeout_s = -1.0;
+  EXPECT_EQ(error_of(c), "EngineConfig: distributed.timeout_s = -1 is invalid: must be a finite "
+                         "number of seconds >= 0");
+  c.timeout_s = 0.0;
+  EXPECT_EQ(error_of(c), "");
 }
 
 TEST(EngineConfigTest, MebibytesBecomeBytes) {

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "engine_test_util.hpp"
+#include "mpitrain/collectives/collective_timeout.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
 #include "mpitrain/data/data_loader.hpp"
@@ -791,6 +793,60 @@ TEST_F(EngineTest, SettingsThatDifferAcrossRanksAreReportedOnEveryRank) {
 }
 
 // ---- bring your own model: unused parameters, skipped steps ------------------------------------------
+
+// ---- deadlines and desynchronisation (collective_timeout.hpp) ----------------------------------------
+
+TEST_F(EngineTest, TimeoutSettingsReachTheCommunicatorOnlyWhenSet) {
+  const MpiRuntime runtime;
+  const Communicator own_comm(runtime);
+  own_comm.set_timeout(std::chrono::seconds(7));
+  { Engine engine({}, own_comm); }
+  EXPECT_EQ(own_comm.timeout(), std::chrono::seconds(7));  // unset: the communicator's stays
+  EngineConfig config;
+  config.timeout_s = 2.5;
+  config.timeout_action = TimeoutAction::throw_error;
+  Engine engine(config, own_comm);
+  EXPECT_EQ(own_comm.timeout(), std::chrono::milliseconds(2500));
+  EXPECT_EQ(own_comm.timeout_action(), TimeoutAction::throw_error);
+}
+
+// The last rank (of several) reduces a value with max where the others sum, between two
+// steps: MPI completes it, the ranks' states diverge silently. The step after next (the
+// comparison is posted at one step, completed at the next) throws on every rank.
+TEST_F(EngineTest, StepsCatchRanksWhoseCollectivesDiffer) {
+  const MpiRuntime runtime;
+  const Communicator own_comm(runtime);
+  OwnBuffers own;
+  Engine engine({}, own_comm);
+  engine.register_parameters(own.params());
+  auto train_step = [&] {
+    engine.backward([&] {
+      engine.grad_ready("a");
+      engine.grad_ready("b");
+    });
+    engine.step();
+    engine.zero_grad();
+  };
+  train_step();
+  const bool odd = own_comm.rank() == own_comm.size() - 1 && own_comm.size() > 1;
+  own_comm.allreduce_value(1.0, odd ? ReduceOp::max : ReduceOp::sum);
+  train_step();  // posts the comparison covering the odd allreduce
+  std::string what;
+  try {
+    train_step();
+  } catch (const CollectiveMismatch& e) {
+    what = e.what();
+  }
+  if (own_comm.size() == 1) {
+    EXPECT_EQ(what, "");
+    return;
+  }
+  EXPECT_EQ(what.rfind("collective mismatch: the ranks issued different collectives since the "
+                       "last check: rank 0 issued ",
+                       0),
+            0u)
+      << what;
+}
 
 TEST_F(EngineTest, UnusedParametersAreZeroUnderPolicyZero) {
   const float r = static_cast<float>(comm_.rank());
