@@ -202,7 +202,12 @@ class TrainingRun {
     }
     p_.model = make_model(config_, p_.sets.train->feature_size(), p_.sets.num_classes);
     p_.optimizer = make_optimizer(config_, p_.model.module->parameters());
-    p_.engine = std::make_unique<Engine>(config_checked("config", [&] { return engine_config(config_); }), comm_);
+    EngineConfig engine_settings = config_checked("config", [&] { return engine_config(config_); });
+    // The engine's warnings share the trainer's log: rank prefix, levels, the progress line.
+    engine_settings.log = [this](std::string_view level, std::string_view text) {
+      log_.write(level == "info" ? LogLevel::info : level == "warning" ? LogLevel::warn : LogLevel::error, text);
+    };
+    p_.engine = std::make_unique<Engine>(std::move(engine_settings), comm_);
   }
 
   // The training loader, the length of the run and the scheduler sized by it, the engine's

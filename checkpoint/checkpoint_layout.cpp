@@ -1,5 +1,7 @@
 #include "mpitrain/checkpoint/checkpoint_layout.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <limits>
 
@@ -29,9 +31,7 @@ bool is_temp_folder_name(std::string_view name) {
 }
 
 std::string temp_folder_name(std::string_view target_name, std::uint64_t id) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(id));
-  return std::string(target_name) + std::string(kTempMarker) + hex;
+  return fmt::format("{}{}{:016x}", target_name, kTempMarker, id);
 }
 
 bool is_commit_temp_folder_name(std::string_view name) {

@@ -1,5 +1,7 @@
 #include "mpitrain/checkpoint/file_hash.hpp"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -16,10 +18,7 @@ namespace mpitrain::checkpoint {
 namespace {
 
 std::string to_hex(XXH128_hash_t h) {
-  char text[33];
-  std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return std::string(text, 32);
+  return fmt::format("{:016x}{:016x}", h.high64, h.low64);
 }
 
 struct StateDelete {

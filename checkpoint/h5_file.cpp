@@ -1,5 +1,7 @@
 #include "mpitrain/checkpoint/h5_file.hpp"
 
+#include <fmt/format.h>
+
 #include <hdf5.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -956,8 +958,7 @@ H5File H5File::create_in_memory(std::string_view name) {
   // HDF5 tells open core-driver files without a backing store apart by name (two open at
   // once under one name would be "the same file"); the image's address is unique while
   // the file is open.
-  char address[32];
-  std::snprintf(address, sizeof address, "%p", static_cast<const void*>(image.get()));
+  const std::string address = fmt::format("{}", static_cast<const void*>(image.get()));
   return create_image(std::filesystem::path(name),
                       std::string(name) + " (in memory at " + address + ")", 0, std::move(image));
 }

@@ -371,8 +371,12 @@ class Engine {
   class MainProcessFirst;
   // The main process runs the guarded block first, then the others (e.g. downloads).
   [[nodiscard]] MainProcessFirst main_process_first();
-  // Prints `text` (and a newline) on the main process only.
+  // Prints `text` (and a newline) on the main process only, through the log sink
+  // (EngineConfig::log) at level "info".
   void print(std::string_view text) const;
+  // Sends `text` at `level` ("info", "warning", "error") to the log sink on the main process
+  // only (EngineConfig::log; empty: stdout for info, stderr for the others).
+  void log(std::string_view level, std::string_view text) const;
   // Returns when every rank has called it.
   void wait_for_everyone() const;
 

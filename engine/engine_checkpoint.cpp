@@ -307,9 +307,7 @@ Engine::LoadReport Engine::load_state(const fs::path& dir) {
   }
   zero_all_gradients();
   if (is_main_process()) {
-    for (const std::string& w : report.warnings) {
-      std::fprintf(stderr, "mpitrain: warning: %s: %s\n", what.c_str(), w.c_str());
-    }
+    for (const std::string& w : report.warnings) log("warning", what + ": " + w);
   }
   return report;
 }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,7 +48,16 @@ std::string_view to_string(NanPolicy policy) noexcept;
 // Returns the policy named `name`; throws std::invalid_argument listing the valid names.
 NanPolicy parse_nan_policy(std::string_view name);
 
+// The engine's messages go through one sink: `level` is "info" (Engine::print),
+// "warning" or "error"; `text` has no trailing newline. Called on the main process only.
+using EngineLog = std::function<void(std::string_view level, std::string_view text)>;
+
 struct EngineConfig {
+  // Where the engine's messages go. Empty: info on stdout, warnings and errors on stderr as
+  // "mpitrain: warning: ...". The trainer passes its Log (rank prefix, MPITRAIN_LOG_LEVEL,
+  // the progress line cleared first).
+  EngineLog log;
+
   // training.*
   std::size_t gradient_accumulation_steps = 1;  // micro-batches per optimizer step
   bool sync_with_dataloader = true;  // also synchronise (and step) on a loader's last batch

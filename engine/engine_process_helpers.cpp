@@ -2,6 +2,8 @@
 // engine offers (gather, gather_for_metrics, pad_across_processes, reduce). Each runs on the
 // calling thread while the engine's CommStream is idle.
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
@@ -24,15 +26,25 @@ Engine::MainProcessFirst::~MainProcessFirst() {
   try {
     engine_->wait_for_everyone();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank 0] main_process_first: barrier failed: %s\n", e.what());
+    engine_->log("error", std::string("main_process_first: barrier failed: ") + e.what());
   }
 }
 
-void Engine::print(std::string_view text) const {
+void Engine::print(std::string_view text) const { log("info", text); }
+
+void Engine::log(std::string_view level, std::string_view text) const {
   if (!is_main_process()) return;
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
+  if (config_.log) {
+    config_.log(level, text);
+    return;
+  }
+  std::FILE* out = level == "info" ? stdout : stderr;
+  if (level == "info") {
+    fmt::print(out, "{}\n", text);
+  } else {
+    fmt::print(out, "mpitrain: {}: {}\n", level, text);
+  }
+  std::fflush(out);
 }
 
 void Engine::wait_for_everyone() const {
