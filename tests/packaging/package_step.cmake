@@ -12,8 +12,8 @@
 #                      with find_package(mpitrain CONFIG), building SOURCE into WORK_DIR
 #   STEP=pkg_config    compiles SOURCE with CXX and `pkg-config --cflags --libs mpitrain`
 #                      from PREFIX alone (no flag of its own: the rpath comes from the
-#                      package), into WORK_DIR/consumer_pkg_config; checks Requires: ompi-c
-#                      and the license
+#                      package), into WORK_DIR/OUTPUT (default consumer_pkg_config); checks
+#                      Requires: ompi-c and the license
 # Each failure names the step, the command and its output.
 cmake_minimum_required(VERSION 3.25)
 
@@ -130,8 +130,11 @@ elseif(STEP STREQUAL "pkg_config")
   endif()
   separate_arguments(flag_list UNIX_COMMAND "${flags}")
   # Nothing but the package's flags: no rpath of the test's own.
+  if(NOT OUTPUT)
+    set(OUTPUT consumer_pkg_config)
+  endif()
   run("compiling with the pkg-config flags" ${CXX} -O2 -Wall -Wextra -Wpedantic -Werror
-      "${SOURCE}" -o "${WORK_DIR}/consumer_pkg_config" ${flag_list})
+      "${SOURCE}" -o "${WORK_DIR}/${OUTPUT}" ${flag_list})
 
 elseif(STEP STREQUAL "headers")
   set(ENV{PKG_CONFIG_PATH} "${PREFIX}/${LIBDIR}/pkgconfig")
