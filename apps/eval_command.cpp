@@ -18,7 +18,7 @@
 namespace mpitrain::app {
 
 EvalOutcome eval_command(const TrainConfig& config, const std::string& argument, const Communicator& comm,
-                         std::FILE* out) {
+                         Log& log) {
   const std::filesystem::path path = resolve_checkpoint_argument(config, argument);
   const DataSets sets = make_datasets(config);
   if (!sets.test) throw ConfigError("data.test: trainer eval needs a test set");
@@ -32,12 +32,8 @@ EvalOutcome eval_command(const TrainConfig& config, const std::string& argument,
   data::DataLoader loader = engine.make_loader(sets.test, test_loader_options(config));
   const EvalResult r = evaluate(engine, *model.module, *model.objective, loader);
   if (comm.rank() == 0) {
-    std::fprintf(out, "%s\n",
-                 fmt::format("eval {}: test {}, loss {:.4f} ({} examples, {} rank{})", path.string(),
-                             model.objective->describe_metric(r.metric), r.loss, r.samples, comm.size(),
-                             comm.size() == 1 ? "" : "s")
-                     .c_str());
-    std::fflush(out);
+    log.info("eval {}: test {}, loss {:.4f} ({} examples, {} rank{})", path.string(),
+             model.objective->describe_metric(r.metric), r.loss, r.samples, comm.size(), comm.size() == 1 ? "" : "s");
   }
   return {r.metric, r.loss, r.samples};
 }

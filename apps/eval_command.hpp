@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <string>
 
+#include "log.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "train_config.hpp"
 
@@ -24,6 +25,6 @@ struct EvalOutcome {
 
 // Returns the evaluation of the checkpoint `argument` names (checkpoint_argument.hpp).
 EvalOutcome eval_command(const TrainConfig& config, const std::string& argument, const Communicator& comm,
-                         std::FILE* out);
+                         Log& log);
 
 }  // namespace mpitrain::app

@@ -16,7 +16,7 @@ namespace mpitrain::app {
 
 std::filesystem::path export_command(const TrainConfig& config, const std::string& argument,
                                      const std::string& format, const std::filesystem::path& output,
-                                     std::FILE* out) {
+                                     Log& log) {
   const checkpoint::ModelFormat kind =
       config_checked("--format", [&] { return checkpoint::parse_model_format(format); });
   const std::filesystem::path source = resolve_checkpoint_argument(config, argument);
@@ -24,29 +24,24 @@ std::filesystem::path export_command(const TrainConfig& config, const std::strin
   std::vector<NamedTensor> named;
   for (const auto& [name, tensor] : weights) named.push_back({name, &tensor});
   const std::filesystem::path written = checkpoint::save_model_file(output, named, kind);
-  std::fprintf(out, "%s\n",
-               fmt::format("exported {} tensors of {} to {} ({})", named.size(), source.string(),
-                           written.string(), checkpoint::to_string(kind))
-                   .c_str());
-  std::fflush(out);
+  log.info("exported {} tensors of {} to {} ({})", named.size(), source.string(), written.string(),
+           checkpoint::to_string(kind));
   return written;
 }
 
 int export_command_on_rank0(const TrainConfig& config, const std::string& argument, const std::string& format,
-                            const std::filesystem::path& output, const Communicator& comm, std::FILE* out,
-                            std::FILE* err) {
+                            const std::filesystem::path& output, const Communicator& comm, Log& log) {
   int code = 0;
   if (comm.rank() == 0) {
     try {
-      export_command(config, argument, format, output, out);
+      export_command(config, argument, format, output, log);
     } catch (const ConfigError& e) {
-      std::fprintf(err, "trainer export: %s\n", e.what());
+      log.error("trainer export: {}", e.what());
       code = 2;
     } catch (const std::exception& e) {
-      std::fprintf(err, "trainer export: %s\n", e.what());
+      log.error("trainer export: {}", e.what());
       code = 1;
     }
-    std::fflush(err);
   }
   comm.broadcast(std::span<int>(&code, 1), 0);
   return code;

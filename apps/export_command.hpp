@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "log.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "train_config.hpp"
 
@@ -19,13 +20,12 @@ namespace mpitrain::app {
 // CheckpointError for a damaged or unreadable source.
 std::filesystem::path export_command(const TrainConfig& config, const std::string& argument,
                                      const std::string& format, const std::filesystem::path& output,
-                                     std::FILE* out);
+                                     Log& log);
 
 // Returns the exit code of the command run on rank 0 alone: 0; 2 for a ConfigError; 1 for
-// any other failure (rank 0 prints "trainer export: <message>" to `err`). Rank 0 reaches
+// any other failure (rank 0 logs the error "trainer export: <message>"). Rank 0 reaches
 // the broadcast of the code whatever happens, so every rank returns it and none waits.
 int export_command_on_rank0(const TrainConfig& config, const std::string& argument, const std::string& format,
-                            const std::filesystem::path& output, const Communicator& comm, std::FILE* out,
-                            std::FILE* err);
+                            const std::filesystem::path& output, const Communicator& comm, Log& log);
 
 }  // namespace mpitrain::app

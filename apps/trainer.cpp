@@ -148,6 +148,59 @@ std::optional<app::Log> make_log(const Communicator& comm) {
   }
 }
 
+struct Commands {
+  CLI::App* print_config;
+  CLI::App* env;
+  CLI::App* check;
+  CLI::App* checkpoints;
+  CLI::App* checkpoints_list;
+  WeightsCommands weights;
+};
+
+// Returns the trainer's subcommands, added to `app` with their options (none chosen: train).
+Commands add_commands(CLI::App& app, Options& options) {
+  Commands c{};
+  c.print_config =
+      app.add_subcommand("print-config", "print the effective config (after --config and --set), with sources");
+  c.env = app.add_subcommand("env", "versions of mpitrain, MPI, HDF5, BLAS, compiler; ranks, nodes");
+  c.check = app.add_subcommand("check", "check the collectives of this launch and measure bandwidth");
+  c.checkpoints = app.add_subcommand("checkpoints", "list or verify the checkpoints of a folder");
+  c.checkpoints_list = c.checkpoints->add_subcommand("list", "committed checkpoints, oldest first");
+  CLI::App* verify = c.checkpoints->add_subcommand("verify", "check files against their manifest");
+  for (CLI::App* sub : {c.checkpoints_list, verify}) {
+    sub->add_option("DIR", options.checkpoints_dir, "project, checkpoints/ or checkpoint folder")->required();
+  }
+  c.checkpoints->require_subcommand(1);
+  c.weights = add_weights_commands(app, options);
+  app.require_subcommand(0, 1);
+  return c;
+}
+
+// Returns the exit code of the chosen subcommand (training when none was chosen).
+int run_command(const Commands& c, const Options& options, const MpiRuntime& runtime, Communicator& comm,
+                const app::StopSignal& stop, app::Log& log) {
+  if (*c.print_config) {
+    const std::string text = app::effective_config_yaml(options.config, options.overrides);
+    if (comm.rank() == 0) std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  if (*c.env) {
+    app::print_env(runtime, comm, stdout);
+    return 0;
+  }
+  if (*c.check) return app::run_self_check(comm, stdout) == 0 ? 0 : 1;
+  if (*c.checkpoints) return checkpoints_command(c.checkpoints_list->parsed(), options.checkpoints_dir, comm, log);
+  if (*c.weights.eval) {
+    app::eval_command(app::load_config(options.config, options.overrides), options.checkpoint, comm, log);
+    return 0;
+  }
+  if (*c.weights.export_weights) {
+    return app::export_command_on_rank0(app::load_config(options.config, options.overrides), options.checkpoint,
+                                        options.format, options.output, comm, log);
+  }
+  return train(options, comm, stop, log);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,19 +229,7 @@ int main(int argc, char** argv) {
       ->take_all();
   // Tests of the failure paths (tests/apps); an empty group keeps it out of --help.
   app.add_option("--inject-fault", options.fault, "throw@RANK:STEP or hang@RANK:STEP")->group("");
-  CLI::App* print_config =
-      app.add_subcommand("print-config", "print the effective config (after --config and --set), with sources");
-  CLI::App* env = app.add_subcommand("env", "versions of mpitrain, MPI, HDF5, BLAS, compiler; ranks, nodes");
-  CLI::App* check = app.add_subcommand("check", "check the collectives of this launch and measure bandwidth");
-  CLI::App* checkpoints = app.add_subcommand("checkpoints", "list or verify the checkpoints of a folder");
-  CLI::App* list = checkpoints->add_subcommand("list", "committed checkpoints, oldest first");
-  CLI::App* verify = checkpoints->add_subcommand("verify", "check files against their manifest");
-  for (CLI::App* sub : {list, verify}) {
-    sub->add_option("DIR", options.checkpoints_dir, "project, checkpoints/ or checkpoint folder")->required();
-  }
-  checkpoints->require_subcommand(1);
-  const auto [eval, export_weights] = add_weights_commands(app, options);
-  app.require_subcommand(0, 1);
+  const Commands commands = add_commands(app, options);
   if (argc <= 1) {
     // Training the defaults into ./runs/default by accident is worse than a usage message.
     if (main_rank) std::fputs(app.help().c_str(), stderr);
@@ -204,26 +245,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*print_config) {
-      const std::string text = app::effective_config_yaml(options.config, options.overrides);
-      if (main_rank) std::fputs(text.c_str(), stdout);
-      return 0;
-    }
-    if (*env) {
-      app::print_env(*runtime, *comm, stdout);
-      return 0;
-    }
-    if (*check) return app::run_self_check(*comm, stdout) == 0 ? 0 : 1;
-    if (*checkpoints) return checkpoints_command(list->parsed(), options.checkpoints_dir, *comm, *log);
-    if (*eval) {
-      app::eval_command(app::load_config(options.config, options.overrides), options.checkpoint, *comm, stdout);
-      return 0;
-    }
-    if (*export_weights) {
-      return app::export_command_on_rank0(app::load_config(options.config, options.overrides), options.checkpoint,
-                                          options.format, options.output, *comm, stdout, stderr);
-    }
-    return train(options, *comm, stop, *log);
+    return run_command(commands, options, *runtime, *comm, stop, *log);
   } catch (const app::ConfigError& e) {
     report(*log, *comm, "config error", e.what(), true);
     return 2;

@@ -224,10 +224,7 @@ class TrainingRun {
     });
     engine.set_config_text(config_.yaml);
     if (p_.sets.test && config_.training.eval) {
-      data::DataLoaderOptions test_options = train_options;
-      test_options.shuffle = false;
-      test_options.drop_last = false;
-      p_.test_loader.emplace(engine.make_loader(p_.sets.test, test_options));
+      p_.test_loader.emplace(engine.make_loader(p_.sets.test, test_loader_options(config_)));
     }
   }
 
@@ -296,8 +293,8 @@ class TrainingRun {
           manager.verify(it->dir);
           chosen = it->dir.string();
         } catch (const std::exception& e) {  // CheckpointError, or the file system's
-          say(fmt::format("warning: resume: latest: {} fails verification ({}); trying the one before it",
-                          it->dir.string(), e.what()));
+          log_.warn("resume: latest: {} fails verification ({}); trying the one before it", it->dir.string(),
+                    e.what());
         }
       }
       if (chosen.empty() && !all.empty()) chosen = all.back().dir.string();  // loading it names the damage
@@ -514,9 +511,9 @@ class TrainingRun {
     outcome_.steps = step();
     outcome_.seconds = seconds_since(started_);
     const auto skipped = static_cast<std::int64_t>(p_.engine->state().skipped_steps);
-    if (skipped > 0) {
-      say(fmt::format("warning: {} of {} optimizer steps were skipped for inf/NaN gradients (training.nan_policy: {})",
-                      skipped, outcome_.steps, config_.training.nan_policy));
+    if (skipped > 0 && main()) {
+      log_.warn("{} of {} optimizer steps were skipped for inf/NaN gradients (training.nan_policy: {})", skipped,
+                outcome_.steps, config_.training.nan_policy);
     }
     say(fmt::format("{} after {} steps in {:.1f} s; weights in {}", outcome_.stopped_by_signal ? "stopped" : "done",
                     outcome_.steps, outcome_.seconds, model_file.string()));

@@ -10,7 +10,8 @@
 //   rank 0: allreduce(f32, 1024 elements) #57 timed out after 10 s: rank 1 did not arrive
 //   (last seen at #56); arrived: rank 0
 // then either ends the job (TimeoutAction::abort, the default: MPI_Abort once every peer
-// that arrived has reported, at most 2 s later) or throws CollectiveTimeout with that text
+// that arrived has reported: at most 3 s later, 2 s for the peers and 1 s for their reports)
+// or throws CollectiveTimeout with that text
 // (TimeoutAction::throw_error; the communicator is unusable afterwards, and the program
 // must end through Communicator::abort, since MPI_Finalize would wait for the missing rank).
 

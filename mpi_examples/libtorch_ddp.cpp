@@ -68,8 +68,8 @@ int main(int argc, char** argv) try {
   net->train();
   for (data::Batch batch; (max_steps == 0 || engine.step_count() < max_steps) && train.next(batch);) {
     auto [x, y] = to_torch(batch);
-    model.before_forward();  // buffers from rank 0 (none in this net)
-    torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+    // model.forward broadcasts rank 0's buffers (none in this net) before net->forward(x).
+    torch::Tensor loss = torch::nn::functional::cross_entropy(model.forward(*net, x), y);
     model.backward(loss);    // gradients averaged over ranks
     engine.step();           // optimizer.step()
     model.zero_grad();       // in place: .grad stays a view of the buckets

@@ -11,7 +11,7 @@ and what the commands write (run.yaml, runs/, model.safetensors) stays out of th
 scratch folder as a new source tree). A command fails the test when it exits non-zero or
 prints nothing; its output is shown.
 
-Usage: readme_commands_test.py --source DIR --build DIR [--list]
+Usage: readme_commands_test.py --source DIR --build DIR [--torch 0|1] [--list]
 """
 import argparse
 import os
@@ -28,13 +28,17 @@ LONG = {
     "make sanitize": "full builds with ASan+UBSan and TSan (CI runs make sanitize-asan)",
     "make fuzz": "a clang build and minutes of fuzzing (CI runs it)",
     "make bench": "minutes of collective_bench; benchmarks.* smoke tests cover it",
-    "cmake ": "a full build (CI builds; packaging.* tests install and consume it)",
+    "cmake ": "a full build and an install (CI builds; packaging.* tests install into a scratch prefix)",
     "mpirun -np 2 build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
     "mpirun -np 1 build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
     "build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
     "benchmarks/": "minutes of benchmarking (and python3-torch); benchmarks.* smoke tests cover it",
     "MPITRAIN_ALGORITHM_TABLE=": "a pattern for any program ('...'), not a command",
 }
+
+# Commands that need the optional libtorch component (MPITRAIN_TORCH): run when it is built,
+# otherwise listed as not run, with why.
+NEEDS_TORCH = ("mpirun -np 2 build/mpi_examples/libtorch_ddp",)
 
 # `make` targets whose README comment gives the command they run.
 MAKE_EQUIVALENT = re.compile(r"^make (\w+)\s+#\s*=\s*(.+)$")
@@ -65,8 +69,10 @@ def make_equivalents(commands):
     return found
 
 
-def classify(command, equivalents):
+def classify(command, equivalents, torch_built):
     """Returns (what to run or None, why not)."""
+    if command.startswith(NEEDS_TORCH) and not torch_built:
+        return None, "the libtorch component is not built in this build (MPITRAIN_TORCH)"
     for prefix, why in LONG.items():
         if command.startswith(prefix):
             return None, why
@@ -92,6 +98,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--source", required=True)
     parser.add_argument("--build", required=True)
+    parser.add_argument("--torch", choices=["0", "1"], default="0",
+                        help="1 when the build has the libtorch component (mpitrain_torch)")
     parser.add_argument("--list", action="store_true", help="list the commands and their class, run none")
     args = parser.parse_args()
     with open(os.path.join(args.source, "README.md")) as f:
@@ -101,7 +109,7 @@ def main():
     plan = []
     seen = set()
     for number, command, _ in commands:
-        run, why = classify(command, equivalents)
+        run, why = classify(command, equivalents, args.torch == "1")
         if run is None and not why:
             failures.append(f"README.md:{number}: `{command}` is neither run nor listed in LONG")
         if run is not None and run in seen:

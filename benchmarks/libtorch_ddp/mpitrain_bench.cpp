@@ -47,7 +47,7 @@ int main(int argc, char** argv) try {
   bench::run_timed(comm, "mpitrain_overlap_" + overlap, options, [&](std::size_t) {
     loader.next(batch);
     auto [x, y] = bench::to_torch(batch);
-    torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+    torch::Tensor loss = torch::nn::functional::cross_entropy(model.forward(*net, x), y);
     model.backward(loss);
     engine.step();
     model.zero_grad();
