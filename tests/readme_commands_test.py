@@ -9,7 +9,8 @@ to the CTest build folder, so `build/apps/trainer` and `configs/...` resolve as 
 and what the commands write (run.yaml, runs/, model.safetensors) stays out of the tree.
 `make train` runs as the command its README comment says it is (make would configure the
 scratch folder as a new source tree). A command fails the test when it exits non-zero or
-prints nothing; its output is shown.
+prints nothing (or writes an empty file, for one that redirects its output); its output is
+shown.
 
 Usage: readme_commands_test.py --source DIR --build DIR [--torch 0|1] [--list]
 """
@@ -131,9 +132,14 @@ def main():
                                   stderr=subprocess.STDOUT, text=True, timeout=600)
             seconds = time.monotonic() - start
             print(f"README.md:{number}: ran `{run}`: exit {done.returncode} in {seconds:.1f} s")
-            if done.returncode != 0 or not done.stdout.strip():
+            # What a command prints, or the file it redirects its output to, must not be empty.
+            redirect = re.search(r">\s*(\S+)\s*$", run)
+            produced = (os.path.getsize(os.path.join(scratch, redirect.group(1))) > 0
+                        if redirect and os.path.exists(os.path.join(scratch, redirect.group(1)))
+                        else bool(done.stdout.strip()))
+            if done.returncode != 0 or not produced:
                 failures.append(f"README.md:{number}: `{run}` exited {done.returncode}"
-                                f"{' with no output' if not done.stdout.strip() else ''}:\n{done.stdout}")
+                                f"{'' if produced else ' with no output'}:\n{done.stdout}")
     finally:
         shutil.rmtree(scratch)
     for failure in failures:

@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -359,7 +360,9 @@ void CollectiveWatch::expire(CommContext& ctx, const std::string& what, std::uin
   // milliseconds; one that entered it but never times out is stuck inside (stopped, say).
   ctx.shm->mark_reported(kTimedOut);
   await_peers(ctx, kTimedOut, kReportGrace);
-  std::fprintf(stderr, "mpitrain: %s; ending the job (MPI_Abort)\n", report(true).c_str());
+  // On a terminal the report starts a line of its own: a progress line may be drawn there.
+  fmt::print(stderr, "{}mpitrain: {}; ending the job (MPI_Abort)\n", isatty(STDERR_FILENO) ? "\n" : "",
+             report(true));
   std::fflush(stderr);
   // Stage 2: printed. The first rank to call MPI_Abort ends every process, so each waits
   // (briefly) for the others that timed out to have printed too.
