@@ -28,6 +28,16 @@ using test::kAllOps;
 using test::kAllTypes;
 using test::mismatches;
 
+// Copies `bytes` bytes; count-0 buffers are empty vectors whose data() may be null, which
+// memcpy must never be given (UBSan's nonnull check), so nothing is copied then.
+void copy_bytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+// Returns memcmp's verdict on `bytes` bytes, 0 for none (for the same reason).
+int compare_bytes(const void* a, const void* b, std::size_t bytes) {
+  return bytes > 0 ? std::memcmp(a, b, bytes) : 0;
+}
+
 // Bytes of input per workspace: a piece holds 4096 / dtype_bytes elements.
 constexpr std::size_t kWorkspaceBytes = 4096;
 
@@ -57,7 +67,7 @@ class ShmCollectivesTest : public ::testing::TestWithParam<std::size_t> {
     const std::size_t eb = dtype_bytes(t);
     const Buffer in = inputs(t, rank(), count);
     Buffer send(count + shift, t);
-    std::memcpy(send.bytes.data() + shift * eb, in.data(), in.bytes.size());
+    copy_bytes(send.bytes.data() + shift * eb, in.data(), in.bytes.size());
     Buffer out(count, t);
     out.poison();
     detail::shm_allreduce(seg_, send.bytes.data() + shift * eb, out.data(), count, t, op);
@@ -65,7 +75,7 @@ class ShmCollectivesTest : public ::testing::TestWithParam<std::size_t> {
     EXPECT_TRUE(identical(out));
     detail::shm_allreduce(seg_, send.bytes.data() + shift * eb, send.bytes.data() + shift * eb,
                           count, t, op);
-    EXPECT_EQ(std::memcmp(send.bytes.data() + shift * eb, out.data(), out.bytes.size()), 0);
+    EXPECT_EQ(compare_bytes(send.bytes.data() + shift * eb, out.data(), out.bytes.size()), 0);
   }
 
   test::NodeComm node_;
@@ -114,7 +124,7 @@ TEST_P(ShmCollectivesTest, AllgatherClosedForm) {
       detail::shm_allgather(seg_, send.data(), out.data(), send_count, t);
       Buffer inplace(n() * send_count, t);
       inplace.poison();
-      std::memcpy(inplace.bytes.data() + first * dtype_bytes(t), send.data(), send.bytes.size());
+      copy_bytes(inplace.bytes.data() + first * dtype_bytes(t), send.data(), send.bytes.size());
       detail::shm_allgather(seg_, inplace.bytes.data() + first * dtype_bytes(t), inplace.data(),
                             send_count, t);
       std::size_t wrong = 0;
@@ -176,7 +186,7 @@ TEST_P(ShmCollectivesTest, SumsInRankOrder) {
         const float hx = to_float(to_bfloat16(x)) + hacc;
         hacc = to_float(to_bfloat16(last_avg ? hx / static_cast<float>(size()) : hx));
       }
-      wrong += std::memcmp(&acc, &f[i], sizeof acc) != 0;
+      wrong += compare_bytes(&acc, &f[i], sizeof acc) != 0;
       wrong += to_bfloat16(hacc).bits != h[i].bits;
     }
     EXPECT_EQ(wrong, 0u) << to_string(op);
@@ -198,7 +208,7 @@ TEST_P(ShmCollectivesTest, WireAllreduceIsTheSixteenBitAllreduceConverted) {
       std::vector<float> expected(count);
       detail::widen_to_f32(half.data(), expected.data(), count, wire);
       detail::shm_wire_allreduce(seg_, data.data(), count, wire, op);
-      EXPECT_EQ(std::memcmp(data.data(), expected.data(), count * sizeof(float)), 0);
+      EXPECT_EQ(compare_bytes(data.data(), expected.data(), count * sizeof(float)), 0);
     }
   }
   std::vector<float> one(1);
@@ -220,14 +230,14 @@ TEST_P(ShmCollectivesTest, ZeroCopyFromTheArenaGivesTheSameResults) {
         const Buffer in = inputs(t, rank(), count);
         Buffer plain(count, t);
         std::byte* send = mine_in_arena ? arena.data() + eb : plain.bytes.data();
-        std::memcpy(send, in.data(), in.bytes.size());
+        copy_bytes(send, in.data(), in.bytes.size());
         Buffer out(count, t);
         out.poison();
         detail::shm_allreduce(seg_, send, out.data(), count, t, op);
         EXPECT_EQ(mismatches(out, op, size()), 0u);
         EXPECT_TRUE(identical(out));
         detail::shm_allreduce(seg_, send, send, count, t, op);
-        EXPECT_EQ(std::memcmp(send, out.data(), out.bytes.size()), 0);
+        EXPECT_EQ(compare_bytes(send, out.data(), out.bytes.size()), 0);
       }
     }
   }
@@ -249,9 +259,9 @@ TEST_P(ShmCollectivesTest, ThousandsOfRandomCollectivesBackToBack) {
     if (kind == 0) {
       Buffer data = inputs(t, rank(), count);
       if ((zero_copy_ranks >> rank()) & 1u) {
-        std::memcpy(arena.data(), data.data(), data.bytes.size());
+        copy_bytes(arena.data(), data.data(), data.bytes.size());
         detail::shm_allreduce(seg_, arena.data(), arena.data(), count, t, op);
-        std::memcpy(data.data(), arena.data(), data.bytes.size());
+        copy_bytes(data.data(), arena.data(), data.bytes.size());
       } else {
         detail::shm_allreduce(seg_, data.data(), data.data(), count, t, op);
       }
