@@ -28,7 +28,9 @@ namespace {
 // std::fma only vectorises where the target has FMA instructions (and std::sqrt only without
 // errno, -fno-math-errno); on x86-64 Linux the update is compiled twice and the loader picks
 // the FMA version when the CPU has it. Both compute the same correctly rounded results.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+// Not under ThreadSanitizer (make sanitize-tsan): the loader runs the clones' resolver
+// before TSan's runtime starts, and the instrumented resolver crashes the program.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define MPITRAIN_FMA_CLONES __attribute__((target_clones("fma", "default")))
 #else
 #define MPITRAIN_FMA_CLONES

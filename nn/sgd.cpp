@@ -24,7 +24,9 @@ namespace {
 // std::fma only vectorises where the target has FMA instructions; on x86-64 Linux the update
 // is compiled twice and the loader picks the FMA version when the CPU has it. Both versions
 // compute the same correctly rounded fma, so results do not depend on the CPU.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+// Not under ThreadSanitizer (make sanitize-tsan): the loader runs the clones' resolver
+// before TSan's runtime starts, and the instrumented resolver crashes the program.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define MPITRAIN_FMA_CLONES __attribute__((target_clones("fma", "default")))
 #else
 #define MPITRAIN_FMA_CLONES

@@ -19,7 +19,9 @@
 // Every exported kernel is cloned for x86-64-v3 (AVX2, F16C, FMA) and baseline x86-64; the
 // loader picks the clone for the running CPU (GNU ifunc). The element helpers are forced
 // inline so that each clone vectorizes them with its own instruction set.
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+// Not under ThreadSanitizer (make sanitize-tsan): the loader runs the clones' resolver
+// before TSan's runtime starts, and the instrumented resolver crashes the program.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define MPITRAIN_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define MPITRAIN_KERNEL
