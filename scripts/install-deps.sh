@@ -4,8 +4,9 @@
 # tested too (the core builds without it: -DMPITRAIN_TORCH=OFF).
 # Idempotent: when every package is present it changes nothing and runs no apt-get.
 #   scripts/install-deps.sh           build, test and run dependencies
-#   scripts/install-deps.sh --dev     also what regenerates golden data and compares
-#                                     with PyTorch (python3-torch)
+#   scripts/install-deps.sh --dev     the same (kept for old instructions): python3-torch,
+#                                     which regenerates golden data and runs the libtorch
+#                                     tests' Python references, is now always installed
 set -euo pipefail
 
 packages=(
@@ -14,15 +15,13 @@ packages=(
   libhdf5-dev libyaml-cpp-dev libopenblas-dev liblapack-dev zlib1g-dev libxxhash-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libtorch-dev
+  libtorch-dev python3-torch
   dataset-fashion-mnist
   python3 python3-numpy python3-h5py python3-matplotlib python3-pyte
   universal-ctags
   clang-14 libclang-rt-14-dev
 )
-if [[ "${1:-}" == "--dev" ]]; then
-  packages+=(python3-torch)
-elif [[ $# -gt 0 ]]; then
+if [[ $# -gt 0 && "${1:-}" != "--dev" ]]; then
   echo "usage: $0 [--dev]" >&2
   exit 2
 fi

@@ -698,7 +698,7 @@ def scenario_readme(r):
         check(p.returncode == 0 and "loaded 269322" in p.stdout, f"torch part:\n{p.stdout}{p.stderr}")
         print("ran the whole snippet, PyTorch included")
     else:
-        print("python3-torch is not installed (scripts/install-deps.sh --dev): ran the h5py part")
+        print("python3-torch is not installed (scripts/install-deps.sh installs it): ran the h5py part")
 
 
 def main():
