@@ -144,8 +144,7 @@ void AdamW::step() {
   // Check every gradient before touching any parameter, so a bad one changes nothing.
   for (const Parameter* p : params_) has_grad(*p, "AdamW::step");
 
-  const double beta1 = options_.betas[0];
-  const double beta2 = options_.betas[1];
+  const AdamWOptions options = this->options();
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Parameter& p = *params_[i];
     if (!has_grad(p, "AdamW::step")) continue;
@@ -156,23 +155,42 @@ void AdamW::step() {
       if (options_.amsgrad) st.max_exp_avg_sq = Tensor(p.value.shape());
     }
     ++st.step;
-    // As torch: Python floats, `beta ** step` with step a float.
-    const double t = static_cast<double>(st.step);
-    const double bias_correction1 = 1.0 - std::pow(beta1, t);
-    const double bias_correction2 = 1.0 - std::pow(beta2, t);
-    const double step_size = lr_ / bias_correction1;
-    const Scalars s{options_.maximize ? -1.0f : 1.0f,
-                    static_cast<float>(1.0 - std::fma(lr_, options_.weight_decay, -0.0)),
-                    static_cast<float>(beta1),
-                    static_cast<float>(1.0 - beta1),
-                    static_cast<float>(beta2),
-                    static_cast<float>(1.0 - beta2),
-                    static_cast<float>(std::sqrt(bias_correction2)),
-                    static_cast<float>(options_.eps),
-                    static_cast<float>(-step_size)};
-    update_param(options_.amsgrad, p.value.span(), p.grad.span(), st.exp_avg.span(),
-                 st.exp_avg_sq.span(), st.max_exp_avg_sq.span(), s);
+    adamw_update(p.value.span(), p.grad.span(), st.exp_avg.span(), st.exp_avg_sq.span(),
+                 st.max_exp_avg_sq.span(), options, st.step);
   }
+}
+
+void adamw_update(std::span<float> param, std::span<const float> grad,
+                  std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                  std::span<float> max_exp_avg_sq, const AdamWOptions& options,
+                  std::int64_t step) {
+  const std::size_t n = param.size();
+  if (grad.size() != n || exp_avg.size() != n || exp_avg_sq.size() != n ||
+      (options.amsgrad && max_exp_avg_sq.size() != n) || step < 1) {
+    throw std::invalid_argument(
+        "adamw_update: param has " + std::to_string(n) + " elements, grad " +
+        std::to_string(grad.size()) + ", exp_avg " + std::to_string(exp_avg.size()) +
+        ", exp_avg_sq " + std::to_string(exp_avg_sq.size()) + ", max_exp_avg_sq " +
+        std::to_string(max_exp_avg_sq.size()) + " (amsgrad " + (options.amsgrad ? "on" : "off") +
+        "), step " + std::to_string(step) + " (must be >= 1)");
+  }
+  const double beta1 = options.betas[0];
+  const double beta2 = options.betas[1];
+  // As torch: Python floats, `beta ** step` with step a float.
+  const double t = static_cast<double>(step);
+  const double bias_correction1 = 1.0 - std::pow(beta1, t);
+  const double bias_correction2 = 1.0 - std::pow(beta2, t);
+  const double step_size = options.lr / bias_correction1;
+  const Scalars s{options.maximize ? -1.0f : 1.0f,
+                  static_cast<float>(1.0 - std::fma(options.lr, options.weight_decay, -0.0)),
+                  static_cast<float>(beta1),
+                  static_cast<float>(1.0 - beta1),
+                  static_cast<float>(beta2),
+                  static_cast<float>(1.0 - beta2),
+                  static_cast<float>(std::sqrt(bias_correction2)),
+                  static_cast<float>(options.eps),
+                  static_cast<float>(-step_size)};
+  update_param(options.amsgrad, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, s);
 }
 
 StateDict AdamW::state_dict() const {

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,5 +58,17 @@ class AdamW final : public Optimizer {
   AdamWOptions options_;
   std::vector<ParamState> state_;  // one per parameter, in parameters() order
 };
+
+// Applies one AdamW update (the formulas at the top of this file) in place to one float32
+// parameter at its step `step` (1 for its first update), with options.lr as the learning
+// rate: bit for bit what torch 1.13's AdamW computes for it, in one pass instead of torch's
+// nine. `grad`, `exp_avg`, `exp_avg_sq` have param.size() elements, and so has
+// `max_exp_avg_sq` with options.amsgrad (it is not read otherwise). Used by AdamW::step and
+// by mpitrain::torch to step a torch::optim::AdamW's own state. Throws std::invalid_argument
+// for a size mismatch or step < 1.
+void adamw_update(std::span<float> param, std::span<const float> grad,
+                  std::span<float> exp_avg, std::span<float> exp_avg_sq,
+                  std::span<float> max_exp_avg_sq, const AdamWOptions& options,
+                  std::int64_t step);
 
 }  // namespace mpitrain::nn

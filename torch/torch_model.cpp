@@ -133,7 +133,7 @@ void TorchModel::prepare(torch::optim::Optimizer& optimizer) {
     torch_->buffers.push_back(std::move(f));
   }
   try {
-    optimizer_ = std::make_unique<TorchOptimizer>(optimizer, name_of);
+    optimizer_ = std::make_unique<TorchOptimizer>(optimizer, name_of, options_.fused_adamw);
   } catch (const std::invalid_argument& e) {
     append(errors, e.what());
   }

@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <utility>
+
+#include "mpitrain/nn/adamw.hpp"
 
 #include "mpitrain/torch/torch_optimizer.hpp"
 
@@ -120,6 +123,71 @@ void read_sgd_options(torch::optim::OptimizerOptions& options, const std::string
   o.nesterov(d.scalars.at(p + "nesterov") != 0.0);
 }
 
+// Returns whether `t` is a contiguous CPU float32 tensor of `numel` elements.
+bool flat_fp32(const at::Tensor& t, std::int64_t numel) {
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat &&
+         t.is_contiguous() && t.numel() == numel && !t.is_sparse();
+}
+
+std::span<float> span_of(const at::Tensor& t) {
+  return {t.data_ptr<float>(), static_cast<std::size_t>(t.numel())};
+}
+
+// Returns whether every parameter with a gradient, its gradient and its state (if any) are
+// flat fp32 CPU tensors: what the one-pass kernel reads and writes.
+bool fusable(torch::optim::Optimizer& o) {
+  for (const torch::optim::OptimizerParamGroup& group : o.param_groups()) {
+    for (const at::Tensor& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      if (!flat_fp32(p, p.numel()) || !flat_fp32(p.grad(), p.numel())) return false;
+      const auto it = o.state().find(state_key(p));
+      if (it == o.state().end()) continue;
+      const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      const bool amsgrad = static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad();
+      if (!flat_fp32(st.exp_avg(), p.numel()) || !flat_fp32(st.exp_avg_sq(), p.numel()) ||
+          (amsgrad && !flat_fp32(st.max_exp_avg_sq(), p.numel()))) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Steps the torch AdamW `o` with nn::adamw_update, one pass per parameter over its value,
+// gradient and moments where torch makes nine (and allocates two temporaries): the same
+// values bit for bit, in torch's own state (created as torch creates it, zeros at a
+// parameter's first step), so torch's step, its state_dict and ours stay interchangeable.
+// Returns false, having changed nothing, when a tensor is not flat fp32 on the CPU.
+bool fused_adamw_step(torch::optim::Optimizer& o) {
+  if (dynamic_cast<torch::optim::AdamW*>(&o) == nullptr || !fusable(o)) return false;
+  torch::NoGradGuard no_grad;
+  for (torch::optim::OptimizerParamGroup& group : o.param_groups()) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    const nn::AdamWOptions ours{.lr = options.lr(),
+                                .betas = {std::get<0>(options.betas()), std::get<1>(options.betas())},
+                                .eps = options.eps(),
+                                .weight_decay = options.weight_decay(),
+                                .amsgrad = options.amsgrad()};
+    for (at::Tensor& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto& slot = o.state()[state_key(p)];
+      if (slot == nullptr) {
+        auto st = std::make_unique<torch::optim::AdamWParamState>();
+        st->exp_avg(torch::zeros_like(p, at::MemoryFormat::Contiguous));
+        st->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Contiguous));
+        if (ours.amsgrad) st->max_exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Contiguous));
+        slot = std::move(st);
+      }
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*slot);
+      st.step(st.step() + 1);
+      nn::adamw_update(span_of(p), span_of(p.grad()), span_of(st.exp_avg()), span_of(st.exp_avg_sq()),
+                       ours.amsgrad ? span_of(st.max_exp_avg_sq()) : std::span<float>{}, ours, st.step());
+      torch::autograd::impl::bump_version(p);  // as torch's in-place update does
+    }
+  }
+  return true;
+}
+
 double first_lr(torch::optim::Optimizer& o) {
   return o.param_groups().empty() ? 0.0 : o.param_groups().front().options().get_lr();
 }
@@ -127,9 +195,9 @@ double first_lr(torch::optim::Optimizer& o) {
 }  // namespace
 
 TorchOptimizer::TorchOptimizer(torch::optim::Optimizer& optimizer,
-                               std::unordered_map<const void*, std::string> names)
+                               std::unordered_map<const void*, std::string> names, bool fused)
     : nn::Optimizer({}, first_lr(optimizer)), optimizer_(optimizer), names_(std::move(names)),
-      kind_(kind_of(optimizer)) {
+      kind_(kind_of(optimizer)), fused_(fused) {
   std::set<const void*> seen;
   for (const torch::optim::OptimizerParamGroup& group : optimizer_.param_groups()) {
     for (const at::Tensor& p : group.params()) {
@@ -150,7 +218,10 @@ TorchOptimizer::TorchOptimizer(torch::optim::Optimizer& optimizer,
   }
 }
 
-void TorchOptimizer::step() { optimizer_.step(); }
+void TorchOptimizer::step() {
+  last_step_fused_ = fused_ && fused_adamw_step(optimizer_);
+  if (!last_step_fused_) optimizer_.step();
+}
 
 StateDict TorchOptimizer::state_dict() const {
   StateDict d;

@@ -28,13 +28,19 @@ namespace mpitrain::libtorch {
 class TorchOptimizer : public nn::Optimizer {
  public:
   // `names`: the name of every parameter the optimizer holds, by its TensorImpl address.
+  // `fused`: step an AdamW with mpitrain's one-pass kernel (see step()).
   // Throws std::invalid_argument for an optimizer other than Adam, AdamW or SGD, or a
   // parameter of it that `names` lacks.
   TorchOptimizer(torch::optim::Optimizer& optimizer,
-                 std::unordered_map<const void*, std::string> names);
+                 std::unordered_map<const void*, std::string> names, bool fused = true);
 
-  // Steps the torch optimizer (which reads the .grad views of the buckets).
+  // Steps the torch optimizer (which reads the .grad views of the buckets). A
+  // torch::optim::AdamW whose parameters, gradients and moments are contiguous fp32 CPU
+  // tensors is stepped, when `fused`, by nn::adamw_update on torch's own state: one pass per
+  // parameter where torch makes nine, the same values bit for bit (torch's step otherwise).
   void step() override;
+  // Returns whether the last step() took the one-pass kernel.
+  bool last_step_fused() const { return last_step_fused_; }
   // Returns "torch.adam", "torch.adamw" or "torch.sgd".
   std::string kind() const override { return kind_; }
   StateDict state_dict() const override;
@@ -46,6 +52,8 @@ class TorchOptimizer : public nn::Optimizer {
   torch::optim::Optimizer& optimizer_;
   std::unordered_map<const void*, std::string> names_;
   std::string kind_;
+  bool fused_;
+  bool last_step_fused_ = false;
 };
 
 }  // namespace mpitrain::libtorch

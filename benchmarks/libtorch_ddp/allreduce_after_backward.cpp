@@ -5,7 +5,7 @@
 // Communicator::allreduce with the algorithm "mpi", which is that MPI_Allreduce call (only
 // collectives/ may call MPI). Same CNN (cnn.hpp), batches, AdamW and timing as the others.
 //
-//   mpirun -np 2 allreduce_after_backward [--batch 64] [--warmup 20] [--steps 200]
+//   mpirun -np 2 allreduce_after_backward [--batch 64] [--warmup 20] [--steps 200] [--model cnn|wide]
 
 #include <cstdio>
 #include <exception>
@@ -25,14 +25,12 @@ int main(int argc, char** argv) try {
   mpitrain::Communicator comm(runtime);
   bench::Options options;
   CLI::App app{"libtorch CNN, hand-written allreduce after backward"};
-  app.add_option("--batch", options.batch, "examples per rank and step");
-  app.add_option("--warmup", options.warmup, "untimed steps");
-  app.add_option("--steps", options.steps, "timed steps");
+  bench::add_options(app, options);
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);  // one thread per rank: 2 ranks on 2 cores
 
   torch::manual_seed(0);  // the same initial weights on every rank, as dist-mnist.cpp
-  bench::Cnn model;
+  bench::Cnn model(bench::cnn_shape(options.model));
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
   auto train_set = std::make_shared<mpitrain::data::IdxDataset>(mpitrain::data::fashion_mnist_train_paths());
   mpitrain::data::DataLoader loader(train_set, {.batch_size = options.batch, .seed = 42,

@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "mpitrain/collectives/communicator.hpp"
@@ -19,11 +20,20 @@ struct Options {
   std::size_t batch = 64;    // examples per rank and step
   std::size_t warmup = 20;   // untimed steps first
   std::size_t steps = 200;   // timed steps
+  std::string model = "cnn";  // cnn.hpp's size: cnn or wide
 };
+
+// Adds the options every program of the benchmark takes to `app`.
+inline void add_options(CLI::App& app, Options& options) {
+  app.add_option("--batch", options.batch, "examples per rank and step");
+  app.add_option("--warmup", options.warmup, "untimed steps");
+  app.add_option("--steps", options.steps, "timed steps");
+  app.add_option("--model", options.model, "the CNN's size (cnn.hpp)")->check(CLI::IsMember({"cnn", "wide"}));
+}
 
 // Runs `train_step(step)` (which returns the step's local loss) for the warm-up and the timed
 // steps, then has rank 0 print {"impl", "samples_per_s", "step_ms", "steps", "batch", "world",
-// "loss"}: the timed steps from a barrier before the first to one after the last.
+// "model", "loss"}: the timed steps from a barrier before the first to one after the last.
 inline void run_timed(const mpitrain::Communicator& comm, const std::string& impl,
                       const Options& options, const std::function<double(std::size_t)>& train_step) {
   for (std::size_t step = 0; step < options.warmup; ++step) train_step(step);
@@ -38,9 +48,9 @@ inline void run_timed(const mpitrain::Communicator& comm, const std::string& imp
   if (comm.rank() != 0) return;
   const double samples = static_cast<double>(options.steps * options.batch) * comm.size();
   std::printf("%s\n", fmt::format(R"({{"impl": "{}", "samples_per_s": {:.2f}, "step_ms": {:.3f}, )"
-                                  R"("steps": {}, "batch": {}, "world": {}, "loss": {:.6f}}})",
+                                  R"("steps": {}, "batch": {}, "world": {}, "model": "{}", "loss": {:.6f}}})",
                                   impl, samples / seconds, 1e3 * seconds / static_cast<double>(options.steps),
-                                  options.steps, options.batch, comm.size(), loss)
+                                  options.steps, options.batch, comm.size(), options.model, loss)
                           .c_str());
   std::fflush(stdout);
 }

@@ -2,10 +2,15 @@
 // The libtorch CNN of the benchmark (the Fashion-MNIST CNN of tests/torch/torch_models.hpp
 // without BatchNorm; ddp_gloo.py defines the same layers in Python), and the conversion of an
 // mpitrain batch to torch tensors. Input (batch, 784) pixel / 255; output (batch, 10) logits.
-//   conv 1->8 (3x3, pad 1), ReLU, max-pool 2; conv 8->16 (3x3, pad 1), ReLU, max-pool 2;
-//   linear 784->64, ReLU; linear 64->10.      63,562 parameters in 8 tensors (248 KiB fp32)
+//   conv 1->c1 (3x3, pad 1), ReLU, max-pool 2; conv c1->c2 (3x3, pad 1), ReLU, max-pool 2;
+//   linear (c2*7*7)->hidden, ReLU; linear hidden->10.
+// Two sizes (--model): "cnn" (c1 8, c2 16, hidden 64: 52,138 parameters in 8 tensors,
+// 204 KiB fp32), the benchmark's model; "wide" (16, 32, 512: 813,258 parameters, 3.1 MiB),
+// whose gradient exchange and optimizer step weigh more against its compute.
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include <torch/torch.h>
@@ -14,12 +19,23 @@
 
 namespace bench {
 
+struct CnnShape {
+  std::int64_t c1, c2, hidden;
+};
+
+// Returns the shape of the model named `model` ("cnn" or "wide").
+inline CnnShape cnn_shape(const std::string& model) {
+  if (model == "cnn") return {8, 16, 64};
+  if (model == "wide") return {16, 32, 512};
+  throw std::invalid_argument("unknown model '" + model + "' (cnn, wide)");
+}
+
 struct CnnImpl : torch::nn::Module {
-  CnnImpl() {
-    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 8, 3).padding(1)));
-    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 16, 3).padding(1)));
-    fc1 = register_module("fc1", torch::nn::Linear(16 * 7 * 7, 64));
-    fc2 = register_module("fc2", torch::nn::Linear(64, 10));
+  explicit CnnImpl(CnnShape s = cnn_shape("cnn")) {
+    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, s.c1, 3).padding(1)));
+    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(s.c1, s.c2, 3).padding(1)));
+    fc1 = register_module("fc1", torch::nn::Linear(s.c2 * 7 * 7, s.hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(s.hidden, 10));
   }
   torch::Tensor forward(torch::Tensor x) {
     x = torch::max_pool2d(torch::relu(conv1(x.view({-1, 1, 28, 28}))), 2);

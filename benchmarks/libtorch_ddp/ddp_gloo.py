@@ -2,7 +2,7 @@
 """Baseline (a) of the libtorch benchmark: PyTorch's Python DistributedDataParallel with the
 gloo backend, training the benchmark's CNN (cnn.hpp, the same layers) on the same batches.
 
-  python3 ddp_gloo.py --nproc 2 --batch 64 --warmup 20 --steps 200
+  python3 ddp_gloo.py --nproc 2 --batch 64 --warmup 20 --steps 200 [--model cnn|wide]
 
 Without RANK in the environment the script is the launcher: it starts --nproc copies of itself
 with RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT (torch.distributed's
@@ -14,7 +14,7 @@ gives (accelerate mode, seed 42): torch.randperm(60000) seeded 42; global batch 
 positions [g*B*W, (g+1)*B*W), rank r the B of them from g*B*W + r*B. AdamW (lr 1e-3).
 One torch thread per rank (torch.set_num_threads(1); the driver also sets OMP_NUM_THREADS=1
 and OPENBLAS_NUM_THREADS=1). Rank 0 prints one JSON line: {"impl", "samples_per_s",
-"step_ms", "steps", "batch", "world", "loss"} where samples_per_s counts every rank's
+"step_ms", "steps", "batch", "world", "model", "loss"} where samples_per_s counts every rank's
 examples over the timed steps (from a barrier before the first to one after the last).
 """
 
@@ -39,16 +39,20 @@ from torch.nn import functional as F
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 
-class Cnn(nn.Module):
-    """cnn.hpp's Cnn: conv 1->8, ReLU, pool; conv 8->16, ReLU, pool; linear 784->64, ReLU;
-    linear 64->10."""
+# cnn.hpp's cnn_shape: (c1, c2, hidden) of each size.
+SHAPES = {"cnn": (8, 16, 64), "wide": (16, 32, 512)}
 
-    def __init__(self):
+
+class Cnn(nn.Module):
+    """cnn.hpp's Cnn: conv 1->c1, ReLU, pool; conv c1->c2, ReLU, pool; linear c2*49->hidden,
+    ReLU; linear hidden->10."""
+
+    def __init__(self, c1, c2, hidden):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
-        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
-        self.fc1 = nn.Linear(16 * 7 * 7, 64)
-        self.fc2 = nn.Linear(64, 10)
+        self.conv1 = nn.Conv2d(1, c1, 3, padding=1)
+        self.conv2 = nn.Conv2d(c1, c2, 3, padding=1)
+        self.fc1 = nn.Linear(c2 * 7 * 7, hidden)
+        self.fc2 = nn.Linear(hidden, 10)
 
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.conv1(x.view(-1, 1, 28, 28))), 2)
@@ -85,6 +89,7 @@ def main():
     parser.add_argument("--batch", type=int, default=64, help="examples per rank and step")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--steps", type=int, default=200, help="timed steps")
+    parser.add_argument("--model", choices=sorted(SHAPES), default="cnn", help="the CNN's size")
     args = parser.parse_args()
     if "RANK" not in os.environ:
         sys.exit(launch(args.nproc))
@@ -100,7 +105,7 @@ def main():
         raise SystemExit("warmup + steps exceed one epoch")
 
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(Cnn())
+    model = nn.parallel.DistributedDataParallel(Cnn(*SHAPES[args.model]))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     def train_step(step):
@@ -123,7 +128,7 @@ def main():
     if rank == 0:
         print(json.dumps({"impl": "pytorch_ddp_gloo", "samples_per_s": args.steps * args.batch * world / seconds,
                           "step_ms": 1e3 * seconds / args.steps, "steps": args.steps, "batch": args.batch,
-                          "world": world, "loss": loss.item()}), flush=True)
+                          "world": world, "model": args.model, "loss": loss.item()}), flush=True)
     dist.destroy_process_group()
 
 

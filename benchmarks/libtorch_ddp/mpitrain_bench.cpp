@@ -1,9 +1,12 @@
 // mpitrain's row of the libtorch benchmark: the CNN (cnn.hpp) trained through the Engine
 // (mpitrain::libtorch::TorchModel: gradients as views of the engine's buckets, buckets
-// reduced during backward from AccumulateGrad hooks). Same batches, AdamW and timing as
-// ddp_gloo.py and allreduce_after_backward.cpp.
+// reduced during backward from AccumulateGrad hooks; torch's AdamW stepped by mpitrain's
+// one-pass kernel, TorchOptions::fused_adamw). Same batches, AdamW and timing as
+// ddp_gloo.py and allreduce_after_backward.cpp. The row is named after the settings that
+// differ from the defaults: mpitrain, mpitrain_overlap_off, mpitrain_torch_step.
 //
-//   mpirun -np 2 mpitrain_bench [--batch 64] [--warmup 20] [--steps 200] [--overlap on|off]
+//   mpirun -np 2 mpitrain_bench [--batch 64] [--warmup 20] [--steps 200] [--model cnn|wide]
+//                               [--overlap on|off] [--fused-adamw on|off]
 
 #include <cstdio>
 #include <exception>
@@ -25,26 +28,29 @@ int main(int argc, char** argv) try {
   mpitrain::Communicator comm(runtime);
   bench::Options options;
   std::string overlap = "on";
+  std::string fused = "on";
   CLI::App app{"libtorch CNN through mpitrain's Engine"};
-  app.add_option("--batch", options.batch, "examples per rank and step");
-  app.add_option("--warmup", options.warmup, "untimed steps");
-  app.add_option("--steps", options.steps, "timed steps");
+  bench::add_options(app, options);
   app.add_option("--overlap", overlap, "reduce buckets during backward")->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--fused-adamw", fused, "step torch's AdamW with mpitrain's one-pass kernel")
+      ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);  // one thread per rank: 2 ranks on 2 cores
 
   torch::manual_seed(0);
-  bench::Cnn net;
+  bench::Cnn net(bench::cnn_shape(options.model));
   torch::optim::AdamW optimizer(net->parameters(), torch::optim::AdamWOptions(1e-3));
   mpitrain::EngineConfig config;
   config.blas_threads = 1;
   config.overlap = overlap == "on";
   mpitrain::Engine engine(config, comm);
-  mpitrain::libtorch::TorchModel model(engine, *net, optimizer);
+  mpitrain::libtorch::TorchModel model(engine, *net, optimizer, {.fused_adamw = fused == "on"});
   auto train_set = std::make_shared<mpitrain::data::IdxDataset>(mpitrain::data::fashion_mnist_train_paths());
   mpitrain::data::DataLoader loader = engine.make_loader(train_set, {.batch_size = options.batch, .seed = 42});
   mpitrain::data::Batch batch;
-  bench::run_timed(comm, "mpitrain_overlap_" + overlap, options, [&](std::size_t) {
+  const std::string impl = std::string("mpitrain") + (overlap == "off" ? "_overlap_off" : "") +
+                           (fused == "off" ? "_torch_step" : "");
+  bench::run_timed(comm, impl, options, [&](std::size_t) {
     loader.next(batch);
     auto [x, y] = bench::to_torch(batch);
     torch::Tensor loss = torch::nn::functional::cross_entropy(model.forward(*net, x), y);

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """The libtorch benchmark's driver: the CNN of cnn.hpp at 2 ranks, samples/s of mpitrain's
-Engine (overlap on and off) against (a) PyTorch's Python DDP with gloo (ddp_gloo.py) and (b)
+Engine (defaults; overlap off; torch's own AdamW step instead of the fused one) against (a) PyTorch's Python DDP with gloo (ddp_gloo.py) and (b)
 the hand-written allreduce after backward of pytorch/examples' dist-mnist.cpp
 (allreduce_after_backward.cpp), all measured in this one run, in rounds whose order rotates,
 and printed as a table (median of the rounds) with ratios, as nccl-tests print theirs.
 
   benchmarks/libtorch_ddp/run_libtorch_bench.py --build build [--rounds 3] [--batch 64]
-      [--warmup 20] [--steps 200] [--np 2] [--json FILE]
+      [--warmup 20] [--steps 200] [--np 2] [--model cnn|wide] [--json FILE]
 
 Every implementation runs with one torch thread per rank (torch.set_num_threads(1) in each
 program, and OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 in their environment): 2 ranks on the
@@ -23,20 +23,24 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-IMPLS = ["pytorch_ddp_gloo", "cpp_allreduce_after_backward", "mpitrain_overlap_on", "mpitrain_overlap_off"]
+IMPLS = ["pytorch_ddp_gloo", "cpp_allreduce_after_backward", "mpitrain", "mpitrain_overlap_off",
+         "mpitrain_torch_step"]
+MPITRAIN_FLAGS = {"mpitrain": [], "mpitrain_overlap_off": ["--overlap", "off"],
+                  "mpitrain_torch_step": ["--fused-adamw", "off"]}
 GLOO, ALLREDUCE = IMPLS[0], IMPLS[1]
 
 
 def command(impl, args):
     """Returns the command line that runs `impl` once."""
-    common = ["--batch", str(args.batch), "--warmup", str(args.warmup), "--steps", str(args.steps)]
+    common = ["--batch", str(args.batch), "--warmup", str(args.warmup), "--steps", str(args.steps),
+              "--model", args.model]
     mpi = [args.mpiexec, "-n", str(args.np), "--oversubscribe"]
     binaries = Path(args.build) / "benchmarks"
     if impl == GLOO:
         return [sys.executable, str(HERE / "ddp_gloo.py"), "--nproc", str(args.np)] + common
     if impl == ALLREDUCE:
         return mpi + [str(binaries / "libtorch_allreduce_bench")] + common
-    return mpi + [str(binaries / "libtorch_mpitrain_bench"), "--overlap", impl.rsplit("_", 1)[1]] + common
+    return mpi + [str(binaries / "libtorch_mpitrain_bench")] + MPITRAIN_FLAGS[impl] + common
 
 
 def run_once(impl, args):
@@ -63,6 +67,8 @@ def main():
     parser.add_argument("--batch", type=int, default=64, help="examples per rank and step")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--steps", type=int, default=200, help="timed steps per run")
+    parser.add_argument("--model", choices=["cnn", "wide"], default="cnn",
+                        help="cnn.hpp's size: cnn (52,138 parameters) or wide (813,258)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
 
@@ -75,7 +81,8 @@ def main():
     load_after = load_average()
 
     median = {impl: statistics.median(r["samples_per_s"] for r in results[impl]) for impl in IMPLS}
-    print(f"# libtorch CNN (benchmarks/libtorch_ddp/cnn.hpp, 63,562 parameters) on Fashion-MNIST, "
+    parameters = {"cnn": "52,138", "wide": "813,258"}[args.model]
+    print(f"# libtorch CNN '{args.model}' (benchmarks/libtorch_ddp/cnn.hpp, {parameters} parameters) on Fashion-MNIST, "
           f"{args.np} ranks x {args.batch} examples, AdamW")
     print(f"# {args.steps} timed steps after {args.warmup} warm-up steps per run, median of "
           f"{args.rounds} rounds (order rotated); 1 torch thread per rank "
@@ -88,10 +95,10 @@ def main():
         rounds = " ".join(f"{r['samples_per_s']:.0f}" for r in results[impl])
         print(f"  {impl:>28} {median[impl]:>10.1f} {step_ms:>8.2f} {median[impl] / median[GLOO]:>8.3f} "
               f"{median[impl] / median[ALLREDUCE]:>12.3f}   {rounds}")
-    best = max(("mpitrain_overlap_on", "mpitrain_overlap_off"), key=median.get)
+    best = max(MPITRAIN_FLAGS, key=median.get)
     print("#")
-    print(f"# mpitrain (default, overlap on) vs PyTorch DDP gloo: {median['mpitrain_overlap_on'] / median[GLOO]:.3f}x "
-          f"(goal >= 1.2); vs allreduce after backward: {median['mpitrain_overlap_on'] / median[ALLREDUCE]:.3f}x "
+    print(f"# mpitrain (defaults) vs PyTorch DDP gloo: {median['mpitrain'] / median[GLOO]:.3f}x "
+          f"(goal >= 1.2); vs allreduce after backward: {median['mpitrain'] / median[ALLREDUCE]:.3f}x "
           f"(goal >= 1.1); best mpitrain setting here: {best}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "load_before": load_before,

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,31 @@ TEST(AdamW, MomentsAreCreatedLazily) {
   // First step from 0 with g = 1: m = 0.1, v = 0.001, both bias-corrected to 1, so the
   // update is -lr * 1 / (1 + eps), i.e. -lr to float precision.
   EXPECT_FLOAT_EQ(a.value[0], -1e-3f);
+}
+
+TEST(AdamWUpdate, RefusesMismatchedSizesAndStepZeroNamingThem) {
+  std::vector<float> p(4), g(4), m(4), v(3);
+  try {
+    adamw_update(p, g, m, v, {}, AdamWOptions{}, 1);
+    FAIL() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "adamw_update: param has 4 elements, grad 4, exp_avg 4, exp_avg_sq 3, "
+                           "max_exp_avg_sq 0 (amsgrad off), step 1 (must be >= 1)");
+  }
+  v.resize(4);
+  EXPECT_THROW(adamw_update(p, g, m, v, {}, AdamWOptions{}, 0), std::invalid_argument);
+  EXPECT_THROW(adamw_update(p, g, m, v, {}, AdamWOptions{.amsgrad = true}, 1), std::invalid_argument);
+}
+
+TEST(AdamWUpdate, FirstStepMovesEachValueByLrAgainstTheGradientSign) {
+  // At step 1 with zero moments: m = (1-b1) g, v = (1-b2) g^2, the bias corrections make
+  // m_hat = g and v_hat = g^2, so p -= lr * g / (|g| + eps) = lr * sign(g) up to eps/|g|.
+  std::vector<float> p = {1.0f, 1.0f, 0.0f}, g = {2.0f, -4.0f, 0.0f}, m(3), v(3);
+  adamw_update(p, g, m, v, {}, AdamWOptions{.lr = 0.5, .weight_decay = 0.0}, 1);
+  EXPECT_NEAR(p[0], 0.5f, 1e-6f);
+  EXPECT_NEAR(p[1], 1.5f, 1e-6f);
+  EXPECT_EQ(p[2], 0.0f);
+  EXPECT_FLOAT_EQ(m[1], -0.4f);
 }
 
 TEST(AdamW, OptionsReportTheCurrentLr) {

@@ -12,6 +12,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "../checkpoint/checkpoint_test_util.hpp"
@@ -330,6 +332,106 @@ TEST_P(TorchOptimizerState, SaveAndLoadContinueBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, TorchOptimizerState, ::testing::Values("adam", "adamw", "sgd"));
+
+// ---- the fused AdamW step --------------------------------------------------------------------
+
+// Returns leaf parameters of the given shapes, from seed `seed`: contiguous ones and, with
+// `transposed`, a non-contiguous one (the fused step must leave that to torch).
+std::vector<at::Tensor> fused_test_params(std::uint64_t seed, bool transposed) {
+  torch::manual_seed(seed);
+  std::vector<at::Tensor> params = {torch::randn({7, 5}), torch::randn({1}), torch::randn({33})};
+  if (transposed) params.push_back(torch::randn({4, 6}).t());
+  for (at::Tensor& p : params) p = p.detach().requires_grad_(true);
+  return params;
+}
+
+// Returns an AdamW over `params` in two groups with different hyper-parameters.
+std::unique_ptr<torch::optim::AdamW> two_group_adamw(const std::vector<at::Tensor>& params, bool amsgrad) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<at::Tensor>(params.begin(), params.begin() + 2),
+                      std::make_unique<torch::optim::AdamWOptions>(
+                          torch::optim::AdamWOptions(3e-2).weight_decay(0.0).amsgrad(amsgrad)));
+  groups.emplace_back(std::vector<at::Tensor>(params.begin() + 2, params.end()),
+                      std::make_unique<torch::optim::AdamWOptions>(
+                          torch::optim::AdamWOptions(1e-3).betas({0.8, 0.95}).eps(1e-6).weight_decay(0.1).amsgrad(amsgrad)));
+  return std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(1e-3));
+}
+
+// Returns every value of `params` and of their AdamW state, in order.
+std::vector<float> params_and_state(const std::vector<at::Tensor>& params, torch::optim::AdamW& opt) {
+  std::vector<float> out;
+  auto put = [&](const at::Tensor& t) {
+    const at::Tensor c = t.detach().contiguous();
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  };
+  for (const at::Tensor& p : params) {
+    put(p);
+    const auto it = opt.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    if (it == opt.state().end()) continue;
+    const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+    out.push_back(static_cast<float>(st.step()));
+    put(st.exp_avg());
+    put(st.exp_avg_sq());
+    if (st.max_exp_avg_sq().defined()) put(st.max_exp_avg_sq());
+  }
+  return out;
+}
+
+class FusedAdamW : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+
+TEST_P(FusedAdamW, EqualsTorchsStepBitForBit) {
+  const auto [amsgrad, transposed] = GetParam();
+  const std::vector<at::Tensor> theirs = fused_test_params(7, transposed);
+  const std::vector<at::Tensor> ours = fused_test_params(7, transposed);
+  auto torch_opt = two_group_adamw(theirs, amsgrad);
+  auto fused_opt = two_group_adamw(ours, amsgrad);
+  std::unordered_map<const void*, std::string> names;
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    names[ours[i].unsafeGetTensorImpl()] = std::to_string(i);  // a name only keys the state dict
+  }
+  TorchOptimizer fused(*fused_opt, names, true);
+  torch::manual_seed(11);
+  for (int step = 0; step < 6; ++step) {
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+      // The last parameter gets no gradient at step 2: torch skips it and so must we.
+      if (step == 2 && i + 1 == ours.size()) {
+        theirs[i].mutable_grad() = at::Tensor();
+        ours[i].mutable_grad() = at::Tensor();
+        continue;
+      }
+      const at::Tensor g = torch::randn(ours[i].sizes()) * (step % 2 == 0 ? 1.0 : 1e-3);
+      theirs[i].mutable_grad() = g.clone();
+      ours[i].mutable_grad() = g.clone();
+    }
+    torch_opt->step();
+    fused.step();
+    // A non-contiguous parameter takes torch's step, except at step 2, where it has no
+    // gradient: then the kernel and torch's step alternate on the same state.
+    EXPECT_EQ(fused.last_step_fused(), !transposed || step == 2) << "step " << step;
+  }
+  const std::vector<float> expected = params_and_state(theirs, *torch_opt);
+  EXPECT_TRUE(same_bits(params_and_state(ours, *fused_opt), expected));
+  EXPECT_GE(expected.size(), 3U * (35 + 1 + 33));  // parameters and both moments were compared
+}
+
+INSTANTIATE_TEST_SUITE_P(AmsgradAndLayout, FusedAdamW, ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+
+TEST(FusedAdamWStep, ChangesTheParametersInPlaceAndBumpsTheirVersion) {
+  const std::vector<at::Tensor> params = fused_test_params(3, false);
+  auto opt = two_group_adamw(params, false);
+  std::unordered_map<const void*, std::string> names;
+  for (std::size_t i = 0; i < params.size(); ++i) names[params[i].unsafeGetTensorImpl()] = std::to_string(i);
+  TorchOptimizer fused(*opt, names, true);
+  const float* before = params[0].data_ptr<float>();
+  const auto version = params[0]._version();
+  const float first = before[0];
+  for (const at::Tensor& p : params) p.mutable_grad() = torch::ones(p.sizes());
+  fused.step();
+  ASSERT_TRUE(fused.last_step_fused());
+  EXPECT_EQ(params[0].data_ptr<float>(), before);
+  EXPECT_NE(params[0].data_ptr<float>()[0], first);
+  EXPECT_GT(params[0]._version(), version);
+}
 
 // ---- save_model / load_model -------------------------------------------------------------------
 
