@@ -9,7 +9,8 @@
 #                      the umbrella header, and checks that the umbrella includes exactly the
 #                      installed headers; a header that forgets an include fails
 #   STEP=find_package  configures and builds the outside project CONSUMER_DIR against PREFIX
-#                      with find_package(mpitrain CONFIG), building SOURCE into WORK_DIR
+#                      with find_package(mpitrain CONFIG [COMPONENTS ...]), building SOURCE
+#                      into WORK_DIR/OUTPUT (default consumer_find_package)
 #   STEP=pkg_config    compiles SOURCE with CXX and `pkg-config --cflags --libs mpitrain`
 #                      from PREFIX alone (no flag of its own: the rpath comes from the
 #                      package), into WORK_DIR/OUTPUT (default consumer_pkg_config); checks
@@ -84,18 +85,22 @@ if(STEP STREQUAL "install")
                  "(SONAME libmpitrain.so.${VERSION_MAJOR}), tools ${TOOLS}, CMake package, pkg-config file")
 
 elseif(STEP STREQUAL "find_package")
-  set(build "${WORK_DIR}/consumer_build")
+  if(NOT DEFINED OUTPUT)
+    set(OUTPUT consumer_find_package)
+  endif()
+  set(build "${WORK_DIR}/${OUTPUT}_build")
   file(REMOVE_RECURSE "${build}")
   # Only the prefix is given: everything else must come from the package.
   run("configuring the consumer" ${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${build}"
       -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
-      "-DCMAKE_PREFIX_PATH=${PREFIX}" "-DCONSUMER_SOURCE=${SOURCE}")
+      "-DCMAKE_PREFIX_PATH=${PREFIX}" "-DCONSUMER_SOURCE=${SOURCE}"
+      "-DCONSUMER_COMPONENTS=${COMPONENTS}")
   message(STATUS "${run_output}")
   if(NOT run_output MATCHES "mpitrain [0-9.]+ from ${PREFIX}/")
     message(FATAL_ERROR "packaging (find_package): mpitrain was not found in ${PREFIX}:\n${run_output}")
   endif()
   run("building the consumer" ${CMAKE_COMMAND} --build "${build}")
-  file(COPY_FILE "${build}/consumer" "${WORK_DIR}/consumer_find_package")
+  file(COPY_FILE "${build}/consumer" "${WORK_DIR}/${OUTPUT}")
 
 elseif(STEP STREQUAL "pkg_config")
   # Only this prefix's pkg-config files, plus the system's (for ompi-cxx, hdf5, yaml-cpp).
@@ -158,6 +163,9 @@ elseif(STEP STREQUAL "headers")
   endforeach()
   file(GLOB_RECURSE headers RELATIVE "${include_root}" "${include_root}/mpitrain/*.hpp")
   list(FILTER headers EXCLUDE REGEX "(^|/)detail/")
+  # The libtorch component's headers need libtorch's flags, and the umbrella header is the
+  # core's: packaging.find_package_torch compiles them, through mpi_examples/libtorch_ddp.cpp.
+  list(FILTER headers EXCLUDE REGEX "^mpitrain/torch/")
   list(REMOVE_ITEM headers "mpitrain/mpitrain.hpp")
   list(SORT headers)
   if(NOT headers)
