@@ -116,6 +116,17 @@ struct BackwardTimings {
   std::size_t buckets_launched_early = 0;
 };
 
+// Bytes this rank holds for training (Engine::memory_report), padding included.
+struct MemoryReport {
+  std::size_t parameter_bytes = 0;  // fp32 values of the prepared parameters
+  std::size_t gradient_bytes = 0;   // the flat gradient buckets (and own gradient tensors)
+  // The optimizer's slots once every parameter it steps has stepped (they are created at the
+  // first step): slots per value (AdamW 2, 3 with amsgrad; SGD 1 with momentum, else 0)
+  // times the values this rank steps: all of them at zero_stage 0, its shard at 1.
+  std::size_t optimizer_state_bytes = 0;
+  std::size_t comm_bytes = 0;  // 16-bit wire scratch and, at zero_stage 1, the shard buffer
+};
+
 class Engine {
  public:
   // Validates `config` (std::invalid_argument naming the key). `comm` must outlive the engine.
@@ -249,6 +260,9 @@ class Engine {
   void zero_grad();
   // Returns the timings of the last synchronising backward.
   const BackwardTimings& last_backward() const noexcept { return timings_; }
+  // Returns the bytes of parameters, gradients, optimizer state and communication buffers
+  // on this rank (engine_zero.cpp); zeros before prepare().
+  MemoryReport memory_report() const;
 
   // ---- gradient accumulation: micro-steps and synchronisation (engine_step.cpp) ----------
   class MicroStep;
@@ -265,7 +279,9 @@ class Engine {
   // ---- clipping the synchronised gradients (engine_clipping.cpp) -------------------------
   // Clips the synchronised gradients to total norm max_norm (norm_type 2 or infinity) and
   // returns the norm before clipping, over all gradients: the same value on every rank
-  // (the gradients are identical after synchronisation, so no collective is needed).
+  // (the gradients are identical after synchronisation, so no collective is needed; at
+  // zero_stage 1 each rank holds its shard only, and one allreduce of the shards' squared
+  // norms (or maxima; a NaN then counts as inf) gives the global norm).
   // Removes the fp16 loss scale in the same pass. Returns NaN without touching anything
   // when the last micro-step did not synchronise.
   double clip_grad_norm(double max_norm, double norm_type = 2.0);
@@ -451,6 +467,12 @@ class Engine {
   // Removes the loss scale (once per step) and returns whether every gradient is finite.
   bool unscale_and_check();
   std::vector<std::span<float>> gradient_spans();
+  // zero_stage 1 (engine_zero.cpp): builds shard_optimizer_ over this rank's pieces of the
+  // optimizer's parameters (nothing at stage 0 or on one rank); steps the optimizer (and at
+  // stage 1 allgathers the parameters); agrees on a local finite flag across ranks.
+  void shard_optimizer();
+  void optimizer_step();
+  bool finite_on_every_rank(bool finite) const;
   void idle_stream() const;  // the stream is idle: the calling thread may use comm_
   void zero_all_gradients();  // zero_grad() without the sync-step condition
   // Returns the name of the first parameter (registration order) whose gradient holds
@@ -479,6 +501,10 @@ class Engine {
   std::vector<ExternalBuffer> buffers_;                          // bring your own model
   nn::Module* model_ = nullptr;
   nn::Optimizer* optimizer_ = nullptr;
+  // zero_stage 1: a fresh_copy() of optimizer_ over views of this rank's pieces (values in
+  // the parameters, gradients in the shard buffer); its learning rate follows optimizer_'s.
+  std::vector<std::unique_ptr<nn::Parameter>> shard_params_;
+  std::unique_ptr<nn::Optimizer> shard_optimizer_;
   std::function<void()> scheduler_step_;
   nn::LrScheduler* scheduler_ = nullptr;  // the one prepare() got, saved with checkpoints
   std::unique_ptr<checkpoint::CheckpointManager> checkpoints_;
