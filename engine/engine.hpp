@@ -260,6 +260,11 @@ class Engine {
   void zero_grad();
   // Returns the timings of the last synchronising backward.
   const BackwardTimings& last_backward() const noexcept { return timings_; }
+  // Returns the optimizer's whole state dict (nn::Optimizer's keys), the same on every rank:
+  // the optimizer's state_dict() at zero_stage 0; at zero_stage 1 (collective) every rank's
+  // pieces put together (one allgather of the slot names, one allreduce of the slots' bits).
+  // Throws std::logic_error without an optimizer.
+  StateDict optimizer_state_dict() const;
   // Returns the bytes of parameters, gradients, optimizer state and communication buffers
   // on this rank (engine_zero.cpp); zeros before prepare().
   MemoryReport memory_report() const;
@@ -473,6 +478,14 @@ class Engine {
   void shard_optimizer();
   void optimizer_step();
   bool finite_on_every_rank(bool finite) const;
+  // engine_zero_checkpoint.cpp. Replaces /optimizer of a checkpoint saved at zero_stage 1
+  // (kind and hyper-parameters) by the whole state in stage 0's form, assembled from every
+  // rank file's pieces, so that any world size and stage loads it; leaves this rank's
+  // per-rank /optimizer empty (or drops it) accordingly. Throws CheckpointError for pieces
+  // that do not fit this engine's parameters or do not cover them.
+  void assemble_optimizer(checkpoint::LoadedCheckpoint& loaded) const;
+  // Loads a whole optimizer state (stage 0's form) into this rank's pieces (zero_stage 1).
+  void load_shard_from_whole(const StateDict& whole);
   void idle_stream() const;  // the stream is idle: the calling thread may use comm_
   void zero_all_gradients();  // zero_grad() without the sync-step condition
   // Returns the name of the first parameter (registration order) whose gradient holds
@@ -504,6 +517,7 @@ class Engine {
   // zero_stage 1: a fresh_copy() of optimizer_ over views of this rank's pieces (values in
   // the parameters, gradients in the shard buffer); its learning rate follows optimizer_'s.
   std::vector<std::unique_ptr<nn::Parameter>> shard_params_;
+  std::vector<std::size_t> shard_begin_;  // per shard parameter: its first value in the whole
   std::unique_ptr<nn::Optimizer> shard_optimizer_;
   std::function<void()> scheduler_step_;
   nn::LrScheduler* scheduler_ = nullptr;  // the one prepare() got, saved with checkpoints

@@ -107,6 +107,7 @@ void Engine::setup_sync(std::vector<SyncedParameter> params, std::string_view wh
     if (model_ != nullptr) model_->set_grad_ready_hook({});
     shard_optimizer_.reset();  // its pieces view the old synchroniser's shard
     shard_params_.clear();
+    shard_begin_.clear();
     sync_.reset();
   }
   model_ = nullptr;

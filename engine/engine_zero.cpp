@@ -17,6 +17,7 @@ namespace mpitrain {
 void Engine::shard_optimizer() {
   shard_optimizer_.reset();
   shard_params_.clear();
+  shard_begin_.clear();
   if (!sync_ || !sync_->sharded() || optimizer_ == nullptr) return;
   const std::unordered_set<const nn::Parameter*> stepped(optimizer_->parameters().begin(),
                                                          optimizer_->parameters().end());
@@ -30,11 +31,13 @@ void Engine::shard_optimizer() {
                                Shape{piece.grad.size()});
     view->grad = Tensor::view(piece.grad, Shape{piece.grad.size()});
     pieces.push_back(view.get());
+    shard_begin_.push_back(piece.begin);
     shard_params_.push_back(std::move(view));
   }
   shard_optimizer_ = optimizer_->fresh_copy(std::move(pieces));
   if (!shard_optimizer_) {
     shard_params_.clear();
+    shard_begin_.clear();
     throw std::invalid_argument("Engine (rank " + std::to_string(comm_.rank()) +
                                 "): distributed.zero_stage = 1 needs an optimizer that can step "
                                 "pieces of parameters (nn::AdamW, nn::Sgd), not '" +
