@@ -68,6 +68,7 @@ struct RunOptions {
   bool sgd = false;
   bool explicit_no_sync = false;  // accumulate with no_sync() instead of accumulation steps
   DType wire = DType::f32;
+  bool overlap = true;
 };
 
 struct RunResult {
@@ -85,6 +86,7 @@ RunResult train(const Communicator& comm, const RunOptions& o) {
   config.first_bucket_mb = 1e-4;
   config.bucket_cap_mb = 3e-4;
   config.grad_comm_dtype = o.wire;
+  config.overlap = o.overlap;
   config.gradient_accumulation_steps = o.explicit_no_sync ? 1 : o.accumulation;
   nn::Sequential model = nn::make_mlp(kFeatures, kHidden, kClasses, nn::Activation::relu, 0.0f, 7);
   nn::AdamW adamw(model.parameters(), {});
@@ -162,6 +164,15 @@ TEST_F(ZeroTest, Stage1EqualsStage0BitwiseWithSgdMomentum) {
   RunOptions o;
   o.sgd = true;
   o.steps = 40;
+  const RunResult base = train(comm_, o);
+  o.zero_stage = 1;
+  expect_bitwise(train(comm_, o), base);
+}
+
+TEST_F(ZeroTest, OverlapOffIsBitwiseToo) {
+  RunOptions o;
+  o.steps = 30;
+  o.overlap = false;
   const RunResult base = train(comm_, o);
   o.zero_stage = 1;
   expect_bitwise(train(comm_, o), base);
@@ -289,6 +300,44 @@ TEST_F(ZeroTest, NanPolicyErrorNamesTheFirstNonFiniteParameterOnEveryRank) {
     ADD_FAILURE() << "no error";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("first in 'a'"), std::string::npos) << e.what();
+  }
+}
+
+// Unused parameters under stage 1: policy zero steps with what the slots hold (the same as
+// stage 0), policy error raises on every rank naming the rank and the parameter.
+TEST_F(ZeroTest, UnusedParameterPoliciesWorkUnderStage1) {
+  for (UnusedParameterPolicy policy : {UnusedParameterPolicy::zero, UnusedParameterPolicy::error}) {
+    std::vector<float> weights[2];
+    std::string errors[2];
+    for (int stage : {0, 1}) {
+      EngineConfig config;
+      config.zero_stage = stage;
+      config.unused_parameters = policy;
+      Own own;
+      Engine engine(config, comm_);
+      engine.register_parameters({{"a", {100}, own.a, own.ga}, {"b", {60}, own.b, own.gb}});
+      nn::AdamW opt(engine.parameters(), {});
+      engine.set_optimizer(opt);
+      try {
+        engine.backward([&] {
+          for (std::size_t i = 0; i < own.gb.size(); ++i) own.gb[i] += 0.5f * static_cast<float>(i);
+          engine.grad_ready("b");
+          if (comm_.rank() != 0) engine.grad_ready("a");  // rank 0 leaves 'a' unused
+        });
+        engine.step();
+      } catch (const std::runtime_error& e) {
+        errors[stage] = e.what();
+      }
+      weights[stage] = own.a;
+      weights[stage].insert(weights[stage].end(), own.b.begin(), own.b.end());
+    }
+    EXPECT_TRUE(same_bits(weights[1], weights[0]));
+    if (policy == UnusedParameterPolicy::error && comm_.size() > 1) {
+      EXPECT_NE(errors[1].find("rank 0: a"), std::string::npos) << errors[1];
+    } else if (policy == UnusedParameterPolicy::zero) {
+      EXPECT_EQ(errors[1], "");
+    }
+    EXPECT_EQ(errors[1].empty(), errors[0].empty());
   }
 }
 
