@@ -28,6 +28,10 @@
 // (batch, outputs) tensor that the 1/accumulation_steps division needs anyway), and the
 // buckets are summed: after a synchronising backward every rank holds the mean over ranks of
 // the accumulated mean-loss gradients, bit-identical on every rank.
+// ZeRO stage 1 (EngineConfig::zero_stage = 1, more than one rank): the buckets are
+// reduce-scattered instead, each rank holds the mean for its shard only (Parameter::grad keeps
+// its own unreduced gradient), step() updates the shard with a copy of the optimizer whose
+// state covers the shard alone and allgathers the parameters (engine_zero.cpp).
 //
 // Mixed precision: mixed_precision fp16 scales the loss by a dynamic loss scale (LossScaler,
 // torch GradScaler semantics). The scale is removed exactly once per optimizer step, in the
