@@ -99,6 +99,8 @@ std::vector<KeySpec> run_keys() {
       {"distributed.overlap", K::boolean, "true", "reduce buckets while backward runs"},
       {"distributed.grad_comm_dtype", K::choice, "fp32", "gradients on the wire: fp32|bf16|fp16",
        false, {"fp32", "bf16", "fp16"}},
+      {"distributed.zero_stage", K::integer, "0",
+       "0 | 1: ZeRO stage 1 shards the optimizer state across ranks", false, {}, 0.0, 1.0},
       {"distributed.timeout_s", K::number, "600",
        "seconds without progress before the job is aborted, naming the rank (0: never)", false,
        {}, 0.0},

@@ -10,6 +10,7 @@ EngineConfig engine_config(const TrainConfig& c) {
   e.bucket_cap_mb = c.distributed.bucket_cap_mb;
   e.first_bucket_mb = c.distributed.first_bucket_mb;
   e.overlap = c.distributed.overlap;
+  e.zero_stage = static_cast<int>(c.distributed.zero_stage);
   e.timeout_s = c.distributed.timeout_s;
   e.debug_collectives = c.distributed.debug_collectives;
   const std::string& wire = c.distributed.grad_comm_dtype;

@@ -353,6 +353,7 @@ void read_run(const Values& v, TrainConfig& c) {
   c.distributed.first_bucket_mb = v.at("distributed.first_bucket_mb").as<double>();
   c.distributed.overlap = v.at("distributed.overlap").as<bool>();
   c.distributed.grad_comm_dtype = v.at("distributed.grad_comm_dtype").as<std::string>();
+  c.distributed.zero_stage = v.at("distributed.zero_stage").as<std::int64_t>();
   c.distributed.timeout_s = v.at("distributed.timeout_s").as<double>();
   c.distributed.debug_collectives = v.at("distributed.debug_collectives").as<bool>();
   c.distributed.algorithm_table = opt_string(v, "distributed.algorithm_table");

@@ -80,6 +80,7 @@ struct TrainConfig {
     double bucket_cap_mb = 25, first_bucket_mb = 1;
     bool overlap = true;
     std::string grad_comm_dtype;
+    std::int64_t zero_stage = 0;  // 0 | 1 (EngineConfig::zero_stage)
     double timeout_s = 600;
     bool debug_collectives = false;
     std::optional<std::string> algorithm_table;  // collective_bench --tune output; null: built-in

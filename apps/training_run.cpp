@@ -240,6 +240,13 @@ class TrainingRun {
                     "{} steps ({} per epoch)",
                     comm_.size(), plural(comm_.size()), nodes, plural(nodes), p_.sets.train->describe(),
                     p_.length.batches, config_.data.batch_size, p_.length.total, p_.length.steps_per_epoch));
+    const MemoryReport m = p_.engine->memory_report();
+    constexpr double kMiB = 1024.0 * 1024.0;
+    say(fmt::format("memory per rank (distributed.zero_stage {}): parameters {:.2f} MiB, gradients {:.2f} MiB, "
+                    "optimizer state {:.2f} MiB, communication buffers {:.2f} MiB",
+                    config_.distributed.zero_stage, static_cast<double>(m.parameter_bytes) / kMiB,
+                    static_cast<double>(m.gradient_bytes) / kMiB, static_cast<double>(m.optimizer_state_bytes) / kMiB,
+                    static_cast<double>(m.comm_bytes) / kMiB));
   }
 
   // The checkpoint manager, first: creating it is collective and removes the folders that

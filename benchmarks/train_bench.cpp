@@ -6,7 +6,7 @@
 //                            [--precision fp32,bf16,fp16|all] [--grad-comm-dtype f32,bf16,f16|all]
 //                            [--bucket-cap-mb MB] [--first-bucket-mb MB] [--blas-threads T]
 //                            [--algo default|mpi|ring] [--baseline-one-rank on|off] [--json FILE]
-//                            [--check-collectives on|off|both]
+//                            [--check-collectives on|off|both] [--zero-stage 0|1|both]
 //
 // Models: MLP 784-256-256-10 at batch 64 per rank ("small") and 784-1024-1024-10 at batch 128
 // per rank ("large"), ReLU, cross-entropy, AdamW (the trainer's defaults), on synthetic
@@ -26,6 +26,14 @@
 // gives the ratio of exposed communication of each 16-bit wire type to f32, the quantity of
 // the goal "bf16 exposed comm <= 0.6x fp32" (784-1024-1024-10 at 2 ranks).
 //
+// --zero-stage (distributed.zero_stage: 1 shards the optimizer state; "both" gives each
+// configuration a stage 0 and a stage 1 row, interleaved like every other row). After each
+// model's rows, a line per stage 1 row compares it with its stage 0 twin: the step time ratio
+// (goal <= 1.05 at 2 ranks) and the optimizer state per rank, as Engine::memory_report gives it
+// and as measured: the growth of this rank's resident memory (/proc/self/statm) over the
+// engine's first step, when the optimizer allocates its state (each engine takes that step
+// once, untimed, before the warm-up; the largest growth over ranks is reported).
+//
 // A step is forward + loss + engine.backward + engine.step + engine.zero_grad. Columns:
 //   step_ms       median step time (the slowest rank's median)
 //   samples/s     world_size * batch / step_ms
@@ -43,6 +51,9 @@
 //   wire_MB       bytes of gradients each rank puts into allreduces per step (MiB)
 //   skipped       timed steps the fp16 loss scaler skipped (a skipped step has no optimizer
 //                 update, so it is cheaper)
+//   zero          distributed.zero_stage
+//   opt_MB        optimizer state per rank (Engine::memory_report, MiB)
+//   rss1_MB       resident memory growth over the first step (MiB, see --zero-stage)
 // Medians are robust on a shared machine; each rank's median is taken over its own steps,
 // then the maximum over ranks is reported (last_rank_ms excepted, see above).
 //
@@ -73,6 +84,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <unistd.h>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -166,6 +178,8 @@ struct Row {
   DType comm_dtype = DType::f32;
   bool overlap = true;
   bool check = true;
+  int zero_stage = 0;
+  double opt_mb = 0, rss_first_mb = 0;
   std::size_t buckets = 0;
   double wire_mb = 0;
   std::uint64_t skipped = 0;
@@ -194,6 +208,7 @@ struct Variant {
   DType comm_dtype = DType::f32;
   bool overlap = true;
   bool check = true;  // EngineConfig::check_collectives
+  int zero_stage = 0;  // EngineConfig::zero_stage
 };
 
 // The model trained without an engine in one precision: the compute baseline.
@@ -212,7 +227,16 @@ struct Trained {
   std::unique_ptr<Engine> engine;  // declared last: released before the model it points into
   std::vector<double> step_s, exposed_s;
   std::uint64_t skipped = 0;
+  double rss_first_bytes = 0;  // resident memory growth over the first step
 };
+
+// Returns this process's resident memory in bytes (/proc/self/statm; 0 where unreadable).
+double resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  double pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0.0;
+  return resident * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
 
 std::string precision_name(Precision p) { return p == Precision::fp32 ? "fp32" : std::string(to_string(p)); }
 
@@ -253,7 +277,7 @@ std::vector<Trained> make_engines(const Communicator& comm, const Model& m,
   std::vector<Trained> runs;
   runs.reserve(variants.size());
   for (const Variant& v : variants) {
-    runs.push_back(Trained{v, nn::make_mlp(kInputs, m.hidden, kClasses), nullptr, nullptr, {}, {}, 0});
+    runs.push_back(Trained{v, nn::make_mlp(kInputs, m.hidden, kClasses), nullptr, nullptr, {}, {}, 0, 0.0});
   }
   for (Trained& t : runs) {
     t.optimizer = make_optimizer(opts.optimizer, t.model.parameters());
@@ -265,6 +289,7 @@ std::vector<Trained> make_engines(const Communicator& comm, const Model& m,
     config.bucket_cap_mb = opts.bucket_cap_mb;
     config.first_bucket_mb = opts.first_bucket_mb;
     config.allreduce_algorithm = opts.algorithm;
+    config.zero_stage = t.variant.zero_stage;
     t.engine = std::make_unique<Engine>(config, comm);
     t.engine->prepare(t.model, *t.optimizer);
   }
@@ -325,6 +350,11 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
   // for rank 0 alone (every rank counts them, so that all agree on the schedule).
   const std::size_t world_blocks = bares.size() + runs.size();
   const std::size_t blocks = opts.baseline_one_rank ? 2 * world_blocks : world_blocks;
+  for (Trained& t : runs) {  // the optimizers allocate their state in their first step
+    const double before = resident_bytes();
+    engine_step(t);
+    t.rss_first_bytes = resident_bytes() - before;
+  }
   for (std::size_t i = 0; i < opts.warmup; ++i) {
     for (Bare& b : bares) bare_step(b);
     for (Trained& t : runs) engine_step(t);
@@ -369,6 +399,10 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
     row.comm_dtype = t.variant.comm_dtype;
     row.overlap = t.variant.overlap;
     row.check = t.variant.check;
+    row.zero_stage = t.variant.zero_stage;
+    row.opt_mb = t.engine->reduce(static_cast<double>(t.engine->memory_report().optimizer_state_bytes),
+                                  ReduceOp::max) / (1024.0 * 1024.0);
+    row.rss_first_mb = t.engine->reduce(t.rss_first_bytes, ReduceOp::max) / (1024.0 * 1024.0);
     row.buckets = t.engine->gradient_sync()->buckets().size();
     double wire_bytes = 0.0;
     for (const GradientSync::Bucket& b : t.engine->gradient_sync()->buckets()) {
@@ -435,7 +469,7 @@ void print_check_cost(const std::vector<Row>& rows) {
     if (!on.check) continue;
     for (const Row& off : rows) {
       if (off.check || off.precision != on.precision || off.comm_dtype != on.comm_dtype ||
-          off.overlap != on.overlap) {
+          off.overlap != on.overlap || off.zero_stage != on.zero_stage) {
         continue;
       }
       std::printf("# check_collectives cost  %s %s %s overlap %s: step %.3f ms on, %.3f ms off: "
@@ -448,12 +482,32 @@ void print_check_cost(const std::vector<Row>& rows) {
   }
 }
 
+// Prints, for each stage 1 row and its stage 0 twin (--zero-stage both), the step time ratio
+// and the optimizer state per rank, reported and measured.
+void print_zero_comparison(const std::vector<Row>& rows) {
+  for (const Row& z : rows) {
+    if (z.zero_stage != 1) continue;
+    for (const Row& o : rows) {
+      if (o.zero_stage != 0 || o.precision != z.precision || o.comm_dtype != z.comm_dtype ||
+          o.overlap != z.overlap || o.check != z.check) {
+        continue;
+      }
+      std::printf("# zero_stage 1 vs 0  %s %s %s overlap %s: step %.3f / %.3f ms = %.3f (goal <= 1.05); "
+                  "optimizer state per rank %.2f / %.2f MiB (memory_report), first-step RSS growth "
+                  "%.2f / %.2f MiB (measured)\n",
+                  z.model.c_str(), precision_name(z.precision).c_str(),
+                  std::string(to_string(z.comm_dtype)).c_str(), z.overlap ? "on" : "off", z.step_ms,
+                  o.step_ms, z.step_ms / o.step_ms, z.opt_mb, o.opt_mb, z.rss_first_mb, o.rss_first_mb);
+    }
+  }
+}
+
 void print_ratios(const std::vector<Row>& rows) {
   for (const Row& base : rows) {
     if (base.comm_dtype != DType::f32) continue;
     for (const Row& r : rows) {
       if (r.comm_dtype == DType::f32 || r.precision != base.precision || r.overlap != base.overlap ||
-          r.check != base.check) {
+          r.check != base.check || r.zero_stage != base.zero_stage) {
         continue;
       }
       auto ratio = [](double a, double b) { return b > 0.0 ? a / b : 0.0; };
@@ -497,6 +551,7 @@ int main(int argc, char** argv) {
     std::string model = "all";
     std::string overlap = "both";
     std::string check = "on";
+    std::string zero = "0";
     std::string precision_list = "fp32";
     std::string comm_dtype_list = "f32";
     std::size_t blas = 0;
@@ -509,6 +564,8 @@ int main(int argc, char** argv) {
     app.add_option("--overlap", overlap, "on | off | both")->check(CLI::IsMember({"on", "off", "both"}));
     app.add_option("--check-collectives", check, "per-step collective fingerprint check: on | off | both")
         ->check(CLI::IsMember({"on", "off", "both"}));
+    app.add_option("--zero-stage", zero, "distributed.zero_stage: 0 | 1 | both")
+        ->check(CLI::IsMember({"0", "1", "both"}));
     app.add_option("--optimizer", opts.optimizer, "adamw | sgd")->check(CLI::IsMember({"adamw", "sgd"}));
     app.add_option("--precision", precision_list,
                    "mixed precision: comma-separated fp32, bf16, fp16, or all");
@@ -555,8 +612,11 @@ int main(int argc, char** argv) {
       for (const std::string& d : comm_dtypes) {
         for (const bool c : {true, false}) {
           if (c ? check == "off" : check == "on") continue;
-          if (overlap != "off") variants.push_back({parse_precision(p), parse_dtype(d), true, c});
-          if (overlap != "on") variants.push_back({parse_precision(p), parse_dtype(d), false, c});
+          for (const int z : {0, 1}) {
+            if (zero != "both" && zero != std::to_string(z)) continue;
+            if (overlap != "off") variants.push_back({parse_precision(p), parse_dtype(d), true, c, z});
+            if (overlap != "on") variants.push_back({parse_precision(p), parse_dtype(d), false, c, z});
+          }
         }
       }
     }
@@ -569,10 +629,10 @@ int main(int argc, char** argv) {
                   opts.bucket_cap_mb, opts.first_bucket_mb,
                   opts.algorithm.c_str(), opts.repeats, opts.steps,
                   opts.baseline_one_rank ? "on" : "off");
-      std::printf("%-18s %6s %5s %5s %8s %6s %8s %8s %9s %11s %11s %11s %13s %12s %9s %8s\n",
+      std::printf("%-18s %6s %5s %5s %8s %6s %8s %8s %9s %11s %11s %11s %13s %12s %9s %8s %5s %8s %8s\n",
                   "model", "batch", "prec", "wire", "overlap", "check", "buckets", "wire_MB", "step_ms",
                   "samples/s", "compute_ms", "exposed_ms", "last_rank_ms", "overhead_ms",
-                  "overhead%", "skipped");
+                  "overhead%", "skipped", "zero", "opt_MB", "rss1_MB");
       std::fflush(stdout);
     }
     nlohmann::json rows = nlohmann::json::array();
@@ -580,13 +640,14 @@ int main(int argc, char** argv) {
       const std::vector<Row> model_rows = run(comm, self ? &*self : nullptr, m, variants, opts);
       for (const Row& r : model_rows) {
         if (comm.rank() == 0) {
-          std::printf("%-18s %6zu %5s %5s %8s %6s %8zu %8.2f %9.3f %11.1f %11.3f %11.3f %13.3f %12.3f %8.1f%% %8llu\n",
+          std::printf("%-18s %6zu %5s %5s %8s %6s %8zu %8.2f %9.3f %11.1f %11.3f %11.3f %13.3f %12.3f %8.1f%% %8llu %5d %8.2f %8.2f\n",
                       r.model.c_str(), r.batch, precision_name(r.precision).c_str(),
                       std::string(to_string(r.comm_dtype)).c_str(), r.overlap ? "on" : "off",
                       r.check ? "on" : "off",
                       r.buckets, r.wire_mb, r.step_ms, r.samples_per_s, r.compute_ms,
                       r.exposed_ms, r.last_rank_ms, r.overhead_ms,
-                      100.0 * r.overhead_ms / r.step_ms, static_cast<unsigned long long>(r.skipped));
+                      100.0 * r.overhead_ms / r.step_ms, static_cast<unsigned long long>(r.skipped),
+                      r.zero_stage, r.opt_mb, r.rss_first_mb);
         }
         nlohmann::json row = {{"model", r.model}, {"batch_per_rank", r.batch},
                               {"precision", precision_name(r.precision)},
@@ -596,7 +657,9 @@ int main(int argc, char** argv) {
                               {"samples_per_s", r.samples_per_s}, {"compute_ms", r.compute_ms},
                               {"exposed_comm_ms", r.exposed_ms},
                               {"last_rank_exposed_ms", r.last_rank_ms},
-                              {"overhead_ms", r.overhead_ms}, {"skipped_steps", r.skipped}};
+                              {"overhead_ms", r.overhead_ms}, {"skipped_steps", r.skipped},
+                              {"zero_stage", r.zero_stage}, {"optimizer_state_mb", r.opt_mb},
+                              {"first_step_rss_mb", r.rss_first_mb}};
         if (opts.baseline_one_rank) {
           row["one_rank"] = {{"step_ms", r.one_step_ms}, {"samples_per_s", r.one_samples_per_s},
                              {"compute_ms", r.one_compute_ms}, {"overhead_ms", r.one_overhead_ms},
@@ -608,6 +671,7 @@ int main(int argc, char** argv) {
       if (comm.rank() == 0) {
         print_ratios(model_rows);
         print_check_cost(model_rows);
+        print_zero_comparison(model_rows);
         if (opts.baseline_one_rank) print_scaling(model_rows);
         std::fflush(stdout);
       }

@@ -137,6 +137,16 @@ void LoadedCheckpoint::restore(std::string_view name, Checkpointable& object) co
   object.load(group);
 }
 
+std::map<std::string, StateGroup> LoadedCheckpoint::rank_file(int rank) const {
+  if (rank < 0 || rank >= manifest.world_size) {
+    throw CheckpointError("checkpoint '" + dir.string() + "' has no rank file of rank " +
+                          std::to_string(rank) + " (world size " +
+                          std::to_string(manifest.world_size) + ")");
+  }
+  const H5File file = H5File::open_read_only(dir / rank_file_name(rank));
+  return read_rank_file(file, rank);
+}
+
 StateGroup LoadedCheckpoint::custom_state(std::string_view name) const {
   if (!state_file_) throw CheckpointError("LoadedCheckpoint::custom_state: no checkpoint loaded");
   return read_state_group(open_custom(*state_file_, name, custom_names, dir));
@@ -291,6 +301,7 @@ SaveResult CheckpointManager::commit(const CheckpointState& state, const Communi
     manifest.step = state.step;
     manifest.epoch = state.epoch;
     manifest.world_size = world;
+    manifest.zero_stage = state.zero_stage;
     manifest.created = utc_timestamp_now();
     manifest.files = written;
     for (int r = 1; r < world; ++r) {

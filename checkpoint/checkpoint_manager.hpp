@@ -41,6 +41,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,6 +98,10 @@ class LoadedCheckpoint {
   // Restores `object` from /custom/<name>; throws CheckpointError naming the known names
   // when there is no such object. Call after the engine applied the rest of the state.
   void restore(std::string_view name, Checkpointable& object) const;
+  // Returns the groups of rank_<rank>.h5 (verified with the others by load()); for state
+  // another rank saved: the optimizer pieces of every rank (ZeRO stage 1) when resharding.
+  // Throws CheckpointError for a rank at or beyond the saved world size.
+  std::map<std::string, StateGroup> rank_file(int rank) const;
   // Returns /custom/<name> read as a StateGroup.
   StateGroup custom_state(std::string_view name) const;
 

@@ -37,6 +37,7 @@ struct CheckpointState {
   // Recorded in MANIFEST.json.
   std::int64_t step = 0;
   std::int64_t epoch = 0;
+  std::int64_t zero_stage = 0;  // the optimizer layout (Manifest::zero_stage)
 };
 
 }  // namespace mpitrain::checkpoint

@@ -59,6 +59,7 @@ std::string to_json(const Manifest& m) {
   j["step"] = m.step;
   j["epoch"] = m.epoch;
   j["world_size"] = m.world_size;
+  if (m.zero_stage != 0) j["zero_stage"] = m.zero_stage;  // stage 0 manifests stay as they were
   j["created"] = m.created;
   j["files"] = std::move(files);
   return j.dump(2) + "\n";
@@ -84,6 +85,12 @@ Manifest parse_manifest(std::string_view text, const std::string& source) {
   m.world_size = get_int(j, "world_size", source);
   if (m.world_size < 1 || m.world_size > (std::int64_t{1} << 24)) {
     bad(source, "world_size " + std::to_string(m.world_size) + " is out of range");
+  }
+  if (j.contains("zero_stage")) {
+    m.zero_stage = get_int(j, "zero_stage", source);
+    if (m.zero_stage != 0 && m.zero_stage != 1) {
+      bad(source, "zero_stage " + std::to_string(m.zero_stage) + " is not 0 or 1");
+    }
   }
   const auto created = j.find("created");
   if (created == j.end() || !created->is_string()) bad(source, "key \"created\" is not a string");

@@ -2,6 +2,7 @@
 // MANIFEST.json: the commit record of a checkpoint folder (DESIGN.md section 5).
 //
 //   {"format_version": 1, "step": 120, "epoch": 2, "world_size": 4,
+//    "zero_stage": 1,                    (only when the optimizer state is sharded)
 //    "created": "2024-05-01T12:34:56Z",
 //    "files": {"rank_0.h5": {"bytes": 4096, "xxh3_128": "<32 hex digits>"}, ...,
 //              "state.h5": {...}}}
@@ -27,6 +28,9 @@ struct Manifest {
   std::int64_t step = 0;
   std::int64_t epoch = 0;
   std::int64_t world_size = 0;
+  // The optimizer layout: 0, the whole state in state.h5 /optimizer (no key written); 1, each
+  // rank file's /optimizer holds that rank's pieces (ZeRO stage 1, DESIGN.md section 5).
+  std::int64_t zero_stage = 0;
   std::string created;                      // UTC, ISO 8601: "2024-05-01T12:34:56Z"
   std::map<std::string, FileDigest> files;  // plain file names in the checkpoint folder
 };

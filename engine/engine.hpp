@@ -28,6 +28,10 @@
 // (batch, outputs) tensor that the 1/accumulation_steps division needs anyway), and the
 // buckets are summed: after a synchronising backward every rank holds the mean over ranks of
 // the accumulated mean-loss gradients, bit-identical on every rank.
+// ZeRO stage 1 (EngineConfig::zero_stage = 1, more than one rank): the buckets are
+// reduce-scattered instead, each rank holds the mean for its shard only (Parameter::grad keeps
+// its own unreduced gradient), step() updates the shard with a copy of the optimizer whose
+// state covers the shard alone and allgathers the parameters (engine_zero.cpp).
 //
 // Mixed precision: mixed_precision fp16 scales the loss by a dynamic loss scale (LossScaler,
 // torch GradScaler semantics). The scale is removed exactly once per optimizer step, in the
@@ -114,6 +118,17 @@ struct BackwardTimings {
   double comm_wait_seconds = 0.0;
   std::size_t buckets = 0;
   std::size_t buckets_launched_early = 0;
+};
+
+// Bytes this rank holds for training (Engine::memory_report), padding included.
+struct MemoryReport {
+  std::size_t parameter_bytes = 0;  // fp32 values of the prepared parameters
+  std::size_t gradient_bytes = 0;   // the flat gradient buckets (and own gradient tensors)
+  // The optimizer's slots once every parameter it steps has stepped (they are created at the
+  // first step): slots per value (AdamW 2, 3 with amsgrad; SGD 1 with momentum, else 0)
+  // times the values this rank steps: all of them at zero_stage 0, its shard at 1.
+  std::size_t optimizer_state_bytes = 0;
+  std::size_t comm_bytes = 0;  // 16-bit wire scratch and, at zero_stage 1, the shard buffer
 };
 
 class Engine {
@@ -249,6 +264,14 @@ class Engine {
   void zero_grad();
   // Returns the timings of the last synchronising backward.
   const BackwardTimings& last_backward() const noexcept { return timings_; }
+  // Returns the optimizer's whole state dict (nn::Optimizer's keys), the same on every rank:
+  // the optimizer's state_dict() at zero_stage 0; at zero_stage 1 (collective) every rank's
+  // pieces put together (one allgather of the slot names, one allreduce of the slots' bits).
+  // Throws std::logic_error without an optimizer.
+  StateDict optimizer_state_dict() const;
+  // Returns the bytes of parameters, gradients, optimizer state and communication buffers
+  // on this rank (engine_zero.cpp); zeros before prepare().
+  MemoryReport memory_report() const;
 
   // ---- gradient accumulation: micro-steps and synchronisation (engine_step.cpp) ----------
   class MicroStep;
@@ -265,7 +288,9 @@ class Engine {
   // ---- clipping the synchronised gradients (engine_clipping.cpp) -------------------------
   // Clips the synchronised gradients to total norm max_norm (norm_type 2 or infinity) and
   // returns the norm before clipping, over all gradients: the same value on every rank
-  // (the gradients are identical after synchronisation, so no collective is needed).
+  // (the gradients are identical after synchronisation, so no collective is needed; at
+  // zero_stage 1 each rank holds its shard only, and one allreduce of the shards' squared
+  // norms (or maxima; a NaN then counts as inf) gives the global norm).
   // Removes the fp16 loss scale in the same pass. Returns NaN without touching anything
   // when the last micro-step did not synchronise.
   double clip_grad_norm(double max_norm, double norm_type = 2.0);
@@ -451,6 +476,20 @@ class Engine {
   // Removes the loss scale (once per step) and returns whether every gradient is finite.
   bool unscale_and_check();
   std::vector<std::span<float>> gradient_spans();
+  // zero_stage 1 (engine_zero.cpp): builds shard_optimizer_ over this rank's pieces of the
+  // optimizer's parameters (nothing at stage 0 or on one rank); steps the optimizer (and at
+  // stage 1 allgathers the parameters); agrees on a local finite flag across ranks.
+  void shard_optimizer();
+  void optimizer_step();
+  bool finite_on_every_rank(bool finite) const;
+  // engine_zero_checkpoint.cpp. Replaces /optimizer of a checkpoint saved at zero_stage 1
+  // (kind and hyper-parameters) by the whole state in stage 0's form, assembled from every
+  // rank file's pieces, so that any world size and stage loads it; leaves this rank's
+  // per-rank /optimizer empty (or drops it) accordingly. Throws CheckpointError for pieces
+  // that do not fit this engine's parameters or do not cover them.
+  void assemble_optimizer(checkpoint::LoadedCheckpoint& loaded) const;
+  // Loads a whole optimizer state (stage 0's form) into this rank's pieces (zero_stage 1).
+  void load_shard_from_whole(const StateDict& whole);
   void idle_stream() const;  // the stream is idle: the calling thread may use comm_
   void zero_all_gradients();  // zero_grad() without the sync-step condition
   // Returns the name of the first parameter (registration order) whose gradient holds
@@ -479,6 +518,11 @@ class Engine {
   std::vector<ExternalBuffer> buffers_;                          // bring your own model
   nn::Module* model_ = nullptr;
   nn::Optimizer* optimizer_ = nullptr;
+  // zero_stage 1: a fresh_copy() of optimizer_ over views of this rank's pieces (values in
+  // the parameters, gradients in the shard buffer); its learning rate follows optimizer_'s.
+  std::vector<std::unique_ptr<nn::Parameter>> shard_params_;
+  std::vector<std::size_t> shard_begin_;  // per shard parameter: its first value in the whole
+  std::unique_ptr<nn::Optimizer> shard_optimizer_;
   std::function<void()> scheduler_step_;
   nn::LrScheduler* scheduler_ = nullptr;  // the one prepare() got, saved with checkpoints
   std::unique_ptr<checkpoint::CheckpointManager> checkpoints_;

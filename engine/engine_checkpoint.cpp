@@ -163,6 +163,7 @@ CheckpointState Engine::capture_state(bool views) const {
   for (const auto& [name, object] : custom_) st.custom[name] = object;
   st.step = static_cast<std::int64_t>(state_.step);
   st.epoch = static_cast<std::int64_t>(state_.epoch);
+  st.zero_stage = shard_optimizer_ ? 1 : 0;
   return st;
 }
 
@@ -276,6 +277,7 @@ Engine::LoadReport Engine::load_state(const fs::path& dir) {
   std::vector<checkpoint::CheckpointableSnapshot> snapshots;
   std::size_t attempted = 0;
   std::optional<std::string> error = checkpoint::capture_error([&] {
+    assemble_optimizer(loaded);  // reads every rank file of a zero_stage 1 checkpoint
     check_registered_objects(loaded.custom_names, custom_);
     snapshots.reserve(custom_.size());
     for (const auto& [name, object] : custom_) snapshots.emplace_back(name, *object);

@@ -157,10 +157,22 @@ struct Engine::CheckpointGroups {
     e.state_ = s;  // /data, applied next, sets epoch and batches_in_epoch from the loader
   }
 
-  // /optimizer: its state dict (slots, step counts, hyper-parameters) and its kind.
+  // /optimizer: its state dict (slots, step counts, hyper-parameters) and its kind. At
+  // zero_stage 1 only the kind, the hyper-parameters and integers zero_stage (1) and shards
+  // (the world size): the slots and step counts are in the rank files (/optimizer below).
   static bool has_optimizer(const Engine& e) { return e.optimizer_ != nullptr; }
   static StateGroup capture_optimizer(const Engine& e, bool) {
-    StateGroup g = StateGroup::from_state_dict(e.optimizer_->state_dict());
+    StateGroup g;
+    if (e.shard_optimizer_) {
+      for (const auto& [key, value] : e.shard_optimizer_->state_dict().scalars) {
+        if (key.find('/') == std::string::npos) g.scalars[key] = value;
+      }
+      g.scalars["lr"] = e.optimizer_->lr();  // the scheduler sets it here after each step
+      g.integers["zero_stage"] = 1;
+      g.integers["shards"] = e.comm_.size();
+    } else {
+      g = StateGroup::from_state_dict(e.optimizer_->state_dict());
+    }
     g.strings["kind"] = e.optimizer_->kind();
     return g;
   }
@@ -168,7 +180,38 @@ struct Engine::CheckpointGroups {
     check_kind(saved, current, "optimizer");
   }
   static void apply_optimizer(Engine& e, const StateGroup& saved, std::vector<std::string>&) {
-    e.optimizer_->load_state_dict(to_state_dict_without_strings(saved));
+    if (saved.integers.count("zero_stage") != 0) {
+      // Only a snapshot of this sharded engine is still in this form (load_state assembles
+      // checkpoints): its pieces come back with the per-rank group.
+      if (!e.shard_optimizer_) throw CheckpointError("checkpoint group /optimizer holds no slots");
+      return;
+    }
+    if (e.shard_optimizer_) {
+      e.load_shard_from_whole(to_state_dict_without_strings(saved));
+    } else {
+      e.optimizer_->load_state_dict(to_state_dict_without_strings(saved));
+    }
+  }
+
+  // /optimizer of each rank file at zero_stage 1: the state dict of this rank's pieces
+  // (1-D slot tensors "<name>/<slot>", scalars "<name>/step" and the hyper-parameters) and
+  // integer "<name>/begin", the piece's first value in the flattened parameter.
+  static bool has_shard(const Engine& e) { return e.shard_optimizer_ != nullptr; }
+  static StateGroup capture_shard(const Engine& e, bool) {
+    StateGroup g = StateGroup::from_state_dict(e.shard_optimizer_->state_dict());
+    g.scalars["lr"] = e.optimizer_->lr();
+    for (std::size_t i = 0; i < e.shard_params_.size(); ++i) {
+      g.integers[e.shard_params_[i]->name + "/begin"] = static_cast<std::int64_t>(e.shard_begin_[i]);
+    }
+    return g;
+  }
+  static void apply_shard(Engine& e, const StateGroup& saved, std::vector<std::string>&) {
+    if (saved.tensors.empty() && saved.scalars.empty()) return;  // assembled into /optimizer
+    StateGroup shard = saved;
+    shard.integers.clear();
+    const StateDict d = to_state_dict_without_strings(std::move(shard));
+    e.shard_optimizer_->load_state_dict(d);
+    e.optimizer_->set_lr(d.scalars.at("lr"));
   }
 
   // /scheduler: the scheduler prepare() got, its state dict and its kind.
@@ -319,6 +362,8 @@ std::span<const EngineCheckpointGroup> Engine::checkpoint_groups() {
        G::capture_data, G::check_data, G::apply_data},
       {"rng", Scope::per_rank, "the model's random streams", G::always, G::capture_rng,
        G::check_rng, G::apply_rng},
+      {"optimizer", Scope::per_rank, "distributed.zero_stage 1", G::has_shard, G::capture_shard,
+       check_nothing, G::apply_shard},
   };
   return kGroups;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,7 @@ bool Engine::unscale_and_check() {
   } else {
     for (std::span<float> s : gradient_spans()) finite = all_finite(s) && finite;
   }
+  finite = finite_on_every_rank(finite);  // zero_stage 1: inf/NaN in any shard skips everywhere
   phase_.gradients_checked("Engine::unscale_and_check", finite);
   // Named now, before clip_grad_value can clamp an inf to a finite value.
   if (!finite) first_non_finite_ = first_non_finite_gradient();
@@ -54,7 +56,8 @@ double Engine::clip_grad_norm(double max_norm, double norm_type) {
                                 std::to_string(max_norm));
   }
   if (!phase_.step_pending()) return std::numeric_limits<double>::quiet_NaN();
-  // The gradients are identical on every rank after synchronisation: the norm is local.
+  // The gradients are identical on every rank after synchronisation: the norm is local
+  // (zero_stage 1: the norm of this rank's shard, combined below).
   const std::vector<std::span<float>> spans = gradient_spans();
   double norm = 0.0;
   for (std::span<const float> s : spans) {
@@ -67,6 +70,14 @@ double Engine::clip_grad_norm(double max_norm, double norm_type) {
       for (float v : s) sq += static_cast<double>(v) * static_cast<double>(v);
       norm += sq;
     }
+  }
+  if (sync_->sharded()) {
+    // Each rank holds its shard: the global norm from every shard's squared norm (or maximum;
+    // a NaN maximum counts as inf, since a max reduction need not propagate NaN).
+    idle_stream();
+    const Communicator::CallSite site(comm_, "Engine::clip_grad_norm");
+    if (inf_norm && std::isnan(norm)) norm = std::numeric_limits<double>::infinity();
+    norm = comm_.allreduce_value(norm, inf_norm ? ReduceOp::max : ReduceOp::sum);
   }
   if (!inf_norm) norm = std::sqrt(norm);
   const double scale = phase_.unscaled() ? 1.0 : static_cast<double>(loss_scale());
@@ -107,6 +118,16 @@ void Engine::clip_grad_value(double clip_value) {
 }
 
 std::string Engine::first_non_finite_gradient() {
+  if (sync_->sharded()) {
+    // The first in registration order over every rank's shard (one allreduce).
+    std::int64_t first = static_cast<std::int64_t>(params_.size());
+    for (const ShardPiece& piece : sync_->shard_pieces()) {
+      if (!all_finite(piece.grad)) first = std::min(first, static_cast<std::int64_t>(piece.param));
+    }
+    idle_stream();
+    first = comm_.allreduce_value(first, ReduceOp::min);
+    return first < static_cast<std::int64_t>(params_.size()) ? params_[static_cast<std::size_t>(first)]->name : "?";
+  }
   for (std::size_t k = 0; k < params_.size(); ++k) {
     if (!all_finite(sync_->gradient_slot(k))) return params_[k]->name;
   }

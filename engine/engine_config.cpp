@@ -102,6 +102,10 @@ void EngineConfig::validate() const {
   } catch (const std::invalid_argument& e) {
     invalid("distributed.allreduce_algorithm", "'" + allreduce_algorithm + "'", e.what());
   }
+  if (zero_stage != 0 && zero_stage != 1) {
+    invalid("distributed.zero_stage", std::to_string(zero_stage),
+            "must be 0 (no sharding) or 1 (optimizer state sharded across ranks)");
+  }
   if (mixed_precision != Precision::fp32 && mixed_precision != Precision::bf16 &&
       mixed_precision != Precision::fp16) {
     invalid("training.mixed_precision", std::to_string(static_cast<int>(mixed_precision)),
@@ -141,6 +145,7 @@ std::vector<std::pair<std::string, std::string>> EngineConfig::cross_rank_settin
       {"distributed.grad_comm_dtype", wire_name(grad_comm_dtype)},
       {"distributed.allreduce_algorithm", allreduce_algorithm},
       {"distributed.unused_parameters", std::string(to_string(unused_parameters))},
+      {"distributed.zero_stage", std::to_string(zero_stage)},
       {"distributed.check_collectives", boolean(check_collectives)},
       {"distributed.debug_collectives", boolean(debug_collectives)},
       {"data.split_batches", boolean(split_batches)},

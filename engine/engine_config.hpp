@@ -75,6 +75,10 @@ struct EngineConfig {
   // a name of algorithm_names(Collective::allreduce): "default", "mpi", "ring", ...
   std::string allreduce_algorithm{kDefaultAlgorithm};
   UnusedParameterPolicy unused_parameters = UnusedParameterPolicy::zero;
+  // distributed.zero_stage: 0 (every rank holds the whole optimizer state) or 1 (ZeRO
+  // stage 1: gradients reduce-scattered, each rank steps and stores the optimizer state of
+  // its 1/n of the flat bucket layout, parameters allgathered; engine/gradient_sync.hpp).
+  int zero_stage = 0;
   // Seconds one wait for peers may last in any collective (Communicator::set_timeout; the
   // trainer's distributed.timeout_s): past it the rank reports the ranks that did not arrive
   // and the job ends (timeout_action). 0: no limit. Unset: the Communicator's setting stays.
@@ -116,7 +120,7 @@ struct EngineConfig {
   // pairs in a fixed order: those that decide the bucket layout, which collectives a step
   // issues and when (accumulation, sync_with_dataloader, the loader sharding, overlap, wire
   // type, algorithm, unused_parameters, nan_policy, check_collectives and debug_collectives,
-  // which add collectives), how gradients are scaled
+  // which add collectives, zero_stage), how gradients are scaled
   // (mixed_precision and, with fp16, the loss scaler), or which collectives save_state()
   // and load_state() run (project.automatic_checkpoint_naming). Values are spelt as the
   // trainer's config spells them; numbers exactly (shortest round-trip form), so two values

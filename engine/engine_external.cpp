@@ -48,6 +48,12 @@ void Engine::set_optimizer(nn::Optimizer& optimizer) {
     }
   }
   optimizer_ = &optimizer;
+  try {
+    shard_optimizer();
+  } catch (...) {
+    optimizer_ = nullptr;
+    throw;
+  }
 }
 
 void Engine::register_buffers(std::vector<ExternalBuffer> buffers) {

@@ -105,6 +105,9 @@ void Engine::setup_sync(std::vector<SyncedParameter> params, std::string_view wh
                            description, local_error);
   if (sync_) {
     if (model_ != nullptr) model_->set_grad_ready_hook({});
+    shard_optimizer_.reset();  // its pieces view the old synchroniser's shard
+    shard_params_.clear();
+    shard_begin_.clear();
     sync_.reset();
   }
   model_ = nullptr;
@@ -125,6 +128,7 @@ void Engine::setup_sync(std::vector<SyncedParameter> params, std::string_view wh
   options.comm_dtype = config_.grad_comm_dtype;
   options.algorithm = config_.allreduce_algorithm;
   options.unused_parameters = config_.unused_parameters;
+  options.shard = config_.zero_stage == 1;
   sync_ = std::make_unique<GradientSync>(std::move(params), *stream_, options);
   phase_.restart_window();
 }
@@ -164,6 +168,7 @@ void Engine::prepare_model(nn::Module& model, nn::Optimizer& optimizer,
   model.set_precision(config_.mixed_precision);
   model_ = &model;
   optimizer_ = &optimizer;
+  shard_optimizer();
   install_random_streams();
 }
 

@@ -153,7 +153,7 @@ bool Engine::step() {
     return false;
   }
   phase_.record_step(false);
-  if (optimizer_ != nullptr) optimizer_->step();
+  optimizer_step();
   if (scheduler_step_) scheduler_step_();
   return true;
 }
@@ -172,6 +172,9 @@ void Engine::zero_all_gradients() {
   }
 }
 
-std::vector<std::span<float>> Engine::gradient_spans() { return sync_->gradient_spans(); }
+// Returns the synchronised gradients this rank holds: all of them, or its shard (zero_stage 1).
+std::vector<std::span<float>> Engine::gradient_spans() {
+  return sync_->sharded() ? sync_->shard_spans() : sync_->gradient_spans();
+}
 
 }  // namespace mpitrain

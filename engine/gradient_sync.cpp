@@ -57,6 +57,18 @@ GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stre
     has_external_ = has_external_ || !sp.external_grad.empty();
   }
 
+  sharded_ = options_.shard && comm_.size() > 1;
+  lay_out_buckets();
+  allocate_storage();
+  if (sharded_) make_shard();
+  if (options_.comm_dtype != DType::f32) allocate_wire();
+  ready_.assign(params_.size(), 0);
+  pending_.assign(buckets_.size(), 0);
+  futures_.resize(buckets_.size());
+  for (std::size_t k = 0; k < params_.size(); ++k) bind(k);
+}
+
+void GradientSync::lay_out_buckets() {
   // Buckets in reverse registration order; a bucket closes before a parameter that would
   // take it past its cap (a parameter larger than the cap gets a bucket of its own).
   const std::size_t wire_elem = dtype_bytes(options_.comm_dtype);
@@ -74,6 +86,7 @@ GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stre
     b.count += params_[k].numel;
     b.wire_bytes += bytes;
   }
+  const std::size_t n = static_cast<std::size_t>(comm_.size());
   std::size_t offset = 0;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bucket = buckets_[b];
@@ -90,24 +103,30 @@ GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stre
       bucket.wire_bytes += wire_elem;
       offset += 1;
     }
+    if (sharded_) {
+      // n blocks of 64-byte multiples: every rank's block starts on a cache line.
+      bucket.block = align_up((offset - bucket.offset + n - 1) / n);
+      bucket.shard_offset = shard_count_;
+      shard_count_ += bucket.block;
+      offset = bucket.offset + n * bucket.block;
+      bucket.wire_bytes = n * bucket.block * wire_elem;
+    }
     offset = align_up(offset);
   }
   storage_count_ = std::max<std::size_t>(offset, kAlignFloats);
-  allocate_storage();
+}
 
-  if (options_.comm_dtype != DType::f32) {
-    for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      const std::size_t count = buckets_[b].count + (b + 1 == buckets_.size() ? 1 : 0);
-      auto* w = static_cast<std::uint16_t*>(allocate_aligned(count * sizeof(std::uint16_t)));
-      wire_.emplace_back(w);
-      std::fill_n(w, count, std::uint16_t{0});  // touched once here, not in the first step
-      wire_count_.push_back(count);
-    }
+void GradientSync::allocate_wire() {
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    // Sharded: the n blocks sent, then the block received.
+    const std::size_t count =
+        sharded_ ? (static_cast<std::size_t>(comm_.size()) + 1) * buckets_[b].block
+                 : buckets_[b].count + (b + 1 == buckets_.size() ? 1 : 0);
+    auto* w = static_cast<std::uint16_t*>(allocate_aligned(std::max<std::size_t>(count, 1) * sizeof(std::uint16_t)));
+    wire_.emplace_back(w);
+    std::fill_n(w, count, std::uint16_t{0});  // touched once here, not in the first step
+    wire_count_.push_back(count);
   }
-  ready_.assign(params_.size(), 0);
-  pending_.assign(buckets_.size(), 0);
-  futures_.resize(buckets_.size());
-  for (std::size_t k = 0; k < params_.size(); ++k) bind(k);
 }
 
 GradientSync::~GradientSync() {
@@ -197,6 +216,10 @@ void GradientSync::launch(std::size_t bucket) {
 
 void GradientSync::reduce(std::size_t bucket) {
   const Communicator::CallSite site(comm_, "Engine::backward");
+  if (sharded_) {
+    reduce_scatter(bucket);
+    return;
+  }
   const Bucket& b = buckets_[bucket];
   const std::size_t count = b.count + (bucket + 1 == buckets_.size() ? 1 : 0);
   // bf16/f16: the fp32 values are rounded and widened inside the allreduce (no conversion
@@ -241,7 +264,11 @@ SyncReport GradientSync::finish() {
         f = CommFuture();
       }
       while (next_launch_ < buckets_.size()) reduce(next_launch_++);
-      report.ranks_with_unused = static_cast<std::size_t>(std::lround(storage_data_[unused_slot_]));
+      // Sharded, the reduced count is in one rank's block only: every rank needs it.
+      const float ranks_with_unused =
+          sharded_ ? comm_.allreduce_value(report.unused_local > 0 ? 1.0f : 0.0f, ReduceOp::sum)
+                   : storage_data_[unused_slot_];
+      report.ranks_with_unused = static_cast<std::size_t>(std::lround(ranks_with_unused));
     } else {
       report.ranks_with_unused = report.unused_local > 0 ? 1 : 0;
     }

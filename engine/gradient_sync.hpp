@@ -41,6 +41,21 @@
 //   1 to one extra element reduced with the last bucket, so all ranks learn of any unused
 //   parameter in the same collective, and then gather the names.
 //
+// - Sharding (ZeRO stage 1, options.shard on more than one rank): each bucket is padded to
+//   n blocks of `block` values (block a multiple of 16 floats, so padding is at most
+//   16 n - 1 values per bucket) and REDUCE-SCATTERED instead of allreduced: rank r receives
+//   block r of every bucket, summed, in its own shard buffer (the parameters are split over
+//   the flat layout, so a parameter may straddle two ranks' blocks). Same launch order, same
+//   overlap with backward. Parameter::grad keeps this rank's own (unreduced) gradient; the
+//   averaged values exist only for this rank's blocks (shard_pieces(), shard_spans()).
+//   After the optimizer stepped those pieces, gather_parameters() allgathers every bucket's
+//   parameter values (fp32 always) and zeroes the gradient storage. With fp32 on the wire
+//   on one node both the allreduce (shm, forced for fp32 buckets) and the reduce-scatter
+//   (shm, the default at every size) combine element i as ((x0 + x1) + x2) ... in rank
+//   order, so the shard holds bit for bit the values the allreduce gives; across nodes MPI's
+//   reduce-scatter may sum in another order (results agree to rounding). The unused-count
+//   element is reduced by one 1-value allreduce in finish(), so every rank knows it.
+//
 // Cost per synchronising step, P gradient values in B buckets on n ranks: B allreduces of
 // P * dtype_bytes(comm_dtype) bytes in total (ring: 2 (n-1)/n of that per rank on the wire);
 // for bf16/f16 the fp32 gradients are rounded to the wire type and the results widened back
@@ -73,6 +88,20 @@ struct GradientSyncOptions {
   DType comm_dtype = DType::f32;  // f32, bf16 or f16
   std::string algorithm{kDefaultAlgorithm};  // an allreduce algorithm name
   UnusedParameterPolicy unused_parameters = UnusedParameterPolicy::zero;
+  bool shard = false;  // ZeRO stage 1: reduce-scatter into per-rank blocks (more than 1 rank)
+};
+
+// The part of one parameter whose averaged gradient this rank holds under sharding.
+struct ShardPiece {
+  std::size_t param = 0;   // registration index
+  std::size_t begin = 0;   // first value within the parameter (flattened)
+  std::span<float> grad;   // the averaged gradient of values [begin, begin + grad.size())
+};
+
+// Bytes this synchroniser holds on this rank (Engine::memory_report).
+struct SyncMemory {
+  std::size_t gradient_bytes = 0;  // the flat bucket storage (gradients, padding included)
+  std::size_t comm_bytes = 0;      // 16-bit wire scratch and the shard buffer
 };
 
 // One parameter to synchronise. external_grad empty: the parameter's grad is rebound into the
@@ -100,6 +129,8 @@ class GradientSync {
     std::size_t count = 0;       // gradient values (the unused-count element excluded)
     std::size_t wire_bytes = 0;  // bytes sent: (count [+1 on the last bucket]) * comm dtype
     std::vector<std::size_t> params;  // indices into the registration order
+    std::size_t block = 0;         // sharded: values per rank's block (storage: n blocks)
+    std::size_t shard_offset = 0;  // sharded: where this bucket's block lies in the shard
   };
 
   // Lays out the buckets and rebinds every gradient into them (keeping the values).
@@ -146,6 +177,21 @@ class GradientSync {
   // Returns the layout, bucket 0 first (the first launched).
   const std::vector<Bucket>& buckets() const noexcept { return buckets_; }
   std::size_t parameter_count() const noexcept { return params_.size(); }
+  // Returns true when the buckets are reduce-scattered (options.shard on more than 1 rank).
+  bool sharded() const noexcept { return sharded_; }
+  // Sharded: returns the pieces of parameters this rank owns, in bucket order; each
+  // parameter appears at most once (a bucket's block is contiguous).
+  const std::vector<ShardPiece>& shard_pieces() const noexcept { return pieces_; }
+  // Sharded: returns this rank's averaged gradient values, one span per bucket (padding and
+  // the unused-count element left out; possibly empty).
+  std::vector<std::span<float>> shard_spans();
+  // Sharded, collective, outside a synchronisation: allgathers every bucket's parameter
+  // values (this rank's blocks read from the parameters) into every rank's parameters, then
+  // zeroes the gradient storage, which held them meanwhile. Cost: B allgathers of P values
+  // (fp32) in total, two copies of P values and one zeroing pass.
+  void gather_parameters();
+  // Returns the bytes held on this rank.
+  SyncMemory memory() const noexcept;
   const GradientSyncOptions& options() const noexcept { return options_; }
 
  private:
@@ -161,6 +207,10 @@ class GradientSync {
   void launch_ready_buckets();         // launch buckets next_launch_.. whose params are ready
   void launch(std::size_t bucket);
   void reduce(std::size_t bucket);     // the collective of one bucket, on the calling thread
+  void reduce_scatter(std::size_t bucket);  // reduce() when sharded
+  void lay_out_buckets();              // buckets_, offsets, storage_count_ (constructor)
+  void make_shard();                   // shard buffer and pieces (sharded constructor)
+  void allocate_wire();                // 16-bit scratch per bucket
 
   CommStream& stream_;
   const Communicator& comm_;
@@ -183,6 +233,11 @@ class GradientSync {
   // wire_count_[b] values (kept, so no reduction allocates or first-touches a buffer).
   std::vector<std::unique_ptr<std::uint16_t[], FreeDeleter>> wire_;
   std::vector<std::size_t> wire_count_;
+  // Sharded: this rank's reduced blocks, bucket after bucket (Bucket::shard_offset).
+  bool sharded_ = false;
+  std::unique_ptr<float[], FreeDeleter> shard_;
+  std::size_t shard_count_ = 0;
+  std::vector<ShardPiece> pieces_;
 
   bool in_sync_ = false;
   std::vector<std::uint8_t> ready_;         // per parameter, this sync

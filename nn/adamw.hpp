@@ -15,8 +15,10 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpitrain/nn/optimizer.hpp"
@@ -41,6 +43,10 @@ class AdamW final : public Optimizer {
 
   void step() override;
   std::string kind() const override { return "adamw"; }
+  std::size_t slots_per_value() const override { return options_.amsgrad ? 3 : 2; }
+  std::unique_ptr<Optimizer> fresh_copy(std::vector<Parameter*> params) const override {
+    return std::make_unique<AdamW>(std::move(params), options());
+  }
   StateDict state_dict() const override;
   void load_state_dict(const StateDict& state) override;
 

@@ -16,8 +16,10 @@
 // changes, and on error (std::invalid_argument naming the key and the shapes) the
 // optimizer's state is untouched.
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -54,6 +56,17 @@ class Optimizer {
   const std::vector<Parameter*>& parameters() const noexcept { return params_; }
   // Returns "sgd" or "adamw".
   virtual std::string kind() const = 0;
+  // Returns the fp32 state values kept per parameter value once it has stepped (AdamW 2,
+  // 3 with amsgrad; SGD 1 with momentum, else 0); for memory reports.
+  virtual std::size_t slots_per_value() const { return 0; }
+  // Returns a new optimizer of the same kind with the same hyper-parameters (the current
+  // learning rate included) over `params`, without any state; null for a kind that cannot.
+  // The engine's ZeRO stage 1 steps such a copy over this rank's pieces of the parameters
+  // (element-wise updates: a piece is updated exactly as inside its whole parameter).
+  virtual std::unique_ptr<Optimizer> fresh_copy(std::vector<Parameter*> params) const {
+    (void)params;
+    return nullptr;
+  }
 
   // Returns a deep copy of the state (see the header comment for the keys).
   virtual StateDict state_dict() const = 0;

@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpitrain/nn/optimizer.hpp"
@@ -39,6 +41,10 @@ class Sgd final : public Optimizer {
 
   void step() override;
   std::string kind() const override { return "sgd"; }
+  std::size_t slots_per_value() const override { return options_.momentum != 0.0 ? 1 : 0; }
+  std::unique_ptr<Optimizer> fresh_copy(std::vector<Parameter*> params) const override {
+    return std::make_unique<Sgd>(std::move(params), options());
+  }
   StateDict state_dict() const override;
   void load_state_dict(const StateDict& state) override;
 

@@ -64,6 +64,7 @@ TEST(TrainConfig, DefaultsMatchTheDesignContract) {
   EXPECT_DOUBLE_EQ(c.distributed.first_bucket_mb, 1.0);
   EXPECT_TRUE(c.distributed.overlap);
   EXPECT_EQ(c.distributed.grad_comm_dtype, "fp32");
+  EXPECT_EQ(c.distributed.zero_stage, 0);
   EXPECT_DOUBLE_EQ(c.distributed.timeout_s, 600.0);
   EXPECT_EQ(c.project.dir, "runs/default");
   EXPECT_TRUE(c.project.automatic_checkpoint_naming);
@@ -121,6 +122,11 @@ TEST(TrainConfig, WrongTypesAndRangesNameTheKeyAndLine) {
   EXPECT_NE(error_of(write_yaml("training: {epochs: null}\n")).find("may not be null"),
             std::string::npos);
   EXPECT_NE(error_of(write_yaml("seed: [1, 2]\n")).find("got a list"), std::string::npos);
+  const std::string stage = write_yaml("distributed:\n  zero_stage: 2\n");
+  const std::string stage_msg = error_of(stage);
+  EXPECT_NE(stage_msg.find(stage + ":2:15"), std::string::npos) << stage_msg;
+  EXPECT_NE(stage_msg.find("distributed.zero_stage"), std::string::npos) << stage_msg;
+  EXPECT_EQ(load_config(write_yaml("distributed: {zero_stage: 1}\n"), {}).distributed.zero_stage, 1);
 }
 
 TEST(TrainConfig, OverrideErrorsNameTheOverride) {

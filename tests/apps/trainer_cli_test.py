@@ -49,6 +49,9 @@ Scenarios:
   fashion_mnist    the default run (configs/fashion_mnist_mlp.yaml, make train) reaches 88%
   readme           README.md's config reference equals `trainer print-config`, and its
                    load-into-PyTorch snippet runs on a model the trainer saved
+  zero_stage       distributed.zero_stage: 1 at 2 ranks: the memory line (optimizer state
+                   halved), the same weights as stage 0, a sharded checkpoint (manifest
+                   zero_stage 1) that resumes at 1 rank with stage 0
 Each failure prints the command and its output.
 """
 import argparse
@@ -699,6 +702,35 @@ def scenario_readme(r):
         print("ran the whole snippet, PyTorch included")
     else:
         print("python3-torch is not installed (scripts/install-deps.sh installs it): ran the h5py part")
+
+
+def memory_line(out, stage):
+    m = re.search(r"memory per rank \(distributed\.zero_stage %d\): parameters ([0-9.]+) MiB, "
+                  r"gradients ([0-9.]+) MiB, optimizer state ([0-9.]+) MiB, communication buffers "
+                  r"([0-9.]+) MiB" % stage, out)
+    check(m is not None and out.count("memory per rank") == 1, f"no memory line:\n{out}")
+    return [float(v) for v in m.groups()]
+
+
+def scenario_zero_stage(r):
+    steps = ["training.max_steps=20", "project.save_every_steps=10"]
+    plain, zero = r.project("stage0"), r.project("stage1")
+    _, out0, _ = r.run(2, sets=SYNTHETIC + steps + [f"project.dir={plain}"], expect=0)
+    _, out1, _ = r.run(2, sets=SYNTHETIC + steps + [f"project.dir={zero}", "distributed.zero_stage=1"],
+                       expect=0)
+    m0, m1 = memory_line(out0, 0), memory_line(out1, 1)
+    check(m0[0] == m1[0] and m0[2] > 0 and abs(m1[2] - m0[2] / 2) <= 0.01, f"{m0} vs {m1}")
+    import h5py
+    with h5py.File(os.path.join(plain, "model.h5")) as a, h5py.File(os.path.join(zero, "model.h5")) as b:
+        for name in ("0.weight", "0.bias", "4.weight"):
+            check((a[name][()] == b[name][()]).all(), f"{name} differs between stage 0 and stage 1")
+    with open(os.path.join(zero, "checkpoints", "checkpoint_1", "MANIFEST.json")) as f:
+        check(json.load(f).get("zero_stage") == 1, "the stage 1 manifest lacks zero_stage 1")
+    with open(os.path.join(plain, "checkpoints", "checkpoint_1", "MANIFEST.json")) as f:
+        check("zero_stage" not in json.load(f), "a stage 0 manifest names zero_stage")
+    _, out, _ = r.run(1, sets=SYNTHETIC + [f"project.dir={zero}", "project.resume=latest",
+                                           "training.max_steps=30"], expect=0)
+    check("done after 30 steps" in out, out)
 
 
 def main():

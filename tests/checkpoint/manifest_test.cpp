@@ -78,6 +78,25 @@ TEST(Manifest, JsonHasContractKeysInOrder) {
   EXPECT_EQ(back.files.at("rank_1.h5").bytes, 101u);
 }
 
+TEST(Manifest, ZeroStageIsWrittenOnlyWhenTheOptimizerIsSharded) {
+  EXPECT_EQ(to_json(sample()).find("zero_stage"), std::string::npos);  // stage 0: as before
+  EXPECT_EQ(parse_manifest(to_json(sample()), "test").zero_stage, 0);
+  Manifest m = sample();
+  m.zero_stage = 1;
+  const std::string text = to_json(m);
+  EXPECT_LT(text.find("\"world_size\""), text.find("\"zero_stage\""));
+  EXPECT_LT(text.find("\"zero_stage\""), text.find("\"created\""));
+  EXPECT_EQ(parse_manifest(text, "test").zero_stage, 1);
+  nlohmann::json j = nlohmann::json::parse(text);
+  j["zero_stage"] = 3;
+  try {
+    (void)parse_manifest(j.dump(), "MANIFEST.json of test");
+    ADD_FAILURE() << "accepted zero_stage 3";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("zero_stage 3 is not 0 or 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Manifest, ParsingIsStrictAndNamesTheProblem) {
   const auto expect_error = [](const std::string& text, const std::string& needle) {
     try {
