@@ -6,16 +6,33 @@
 // reduce-scatter half; 16-bit wires add a conversion pass of P values before and of P / n
 // after), then, after the optimizer step, B fp32 allgathers of P values, two copies of
 // P values (parameters into the buckets and back) and one zeroing pass over the storage.
+// Ranks of one node keep the buckets in the shared segment: the fp32 reduce-scatters and the
+// allgathers then read the peers' buckets where they lie (shm zero copy: no copy in, two
+// synchronisations per bucket and collective).
 
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <string_view>
 
 #include "mpitrain/engine/gradient_sync.hpp"
 #include "mpitrain/precision/convert.hpp"
 #include "mpitrain/tensor/aligned_storage.hpp"
 
 namespace mpitrain {
+namespace {
+
+// Returns the algorithm for a reduce-scatter or allgather of fp32 storage: "shm" when the
+// storage lies in the node's shared segment (`shared`) and the caller left the allreduce
+// algorithm to the library: shm then reads every rank's bucket where it is (zero copy, two
+// synchronisations per call whatever its size), which the default table's size bands,
+// measured on copied buffers, do not know (they send allgathers above 8 KiB to MPI).
+std::string_view shard_algorithm(bool shared, std::string_view allreduce_algorithm) {
+  return shared && allreduce_algorithm == kDefaultAlgorithm ? std::string_view("shm")
+                                                            : kDefaultAlgorithm;
+}
+
+}  // namespace
 
 void GradientSync::make_shard() {
   shard_.reset(static_cast<float*>(allocate_aligned(std::max<std::size_t>(shard_count_, 1) * sizeof(float))));
@@ -42,7 +59,8 @@ void GradientSync::reduce_scatter(std::size_t bucket) {
   float* send = storage_data_ + b.offset;
   float* recv = shard_.get() + b.shard_offset;
   if (options_.comm_dtype == DType::f32) {
-    comm_.reduce_scatter(send, recv, b.block, DType::f32, ReduceOp::sum);
+    comm_.reduce_scatter(send, recv, b.block, DType::f32, ReduceOp::sum,
+                         shard_algorithm(storage_ == nullptr, options_.algorithm));
     return;
   }
   // 16-bit wire: round the n blocks into the bucket's scratch, reduce-scatter them (every
@@ -79,6 +97,7 @@ void GradientSync::gather_parameters() {
   if (in_sync_) throw std::logic_error("GradientSync::gather_parameters inside a synchronisation");
   const Communicator::CallSite site(comm_, "Engine::step");
   const std::size_t r = static_cast<std::size_t>(comm_.rank());
+  const std::string_view algorithm = shard_algorithm(storage_ == nullptr, options_.algorithm);
   std::size_t piece = 0;
   for (std::size_t bucket = 0; bucket < buckets_.size(); ++bucket) {
     const Bucket& b = buckets_[bucket];
@@ -90,7 +109,7 @@ void GradientSync::gather_parameters() {
                   storage_data_ + e.offset + p.begin);
     }
     comm_.allgather(storage_data_ + b.offset + r * b.block, storage_data_ + b.offset, b.block,
-                    DType::f32);
+                    DType::f32, algorithm);
     for (std::size_t k : b.params) {
       const Entry& e = params_[k];
       std::copy_n(storage_data_ + e.offset, e.numel, e.parameter->value.data());

@@ -235,6 +235,63 @@ void copy_if_distinct(const void* send, void* recv, std::size_t bytes) {
   if (send != recv && bytes > 0) std::memcpy(recv, send, bytes);
 }
 
+// Returns true when every rank's input lies in the arena (offsets from input_offsets).
+bool all_in_arena(const std::vector<std::uint64_t>& offsets) {
+  return std::none_of(offsets.begin(), offsets.end(),
+                      [](std::uint64_t o) { return o == ShmSegment::kNoOffset; });
+}
+
+// Returns true when some rank's input lies in the arena (peers read it where it is).
+bool any_in_arena(const std::vector<std::uint64_t>& offsets) {
+  return std::any_of(offsets.begin(), offsets.end(),
+                     [](std::uint64_t o) { return o != ShmSegment::kNoOffset; });
+}
+
+// The reduce-scatter, every rank's send in the arena (the engine's ZeRO-1 buckets): after the
+// first stage (every send ready), this rank combines its block from the n sends where they lie
+// straight into recv, in rank order, in chunks of one workspace (the partial result stays in
+// cache across the n - 1 combines); publish again, so that no rank changes its send while a
+// peer still reads it.
+//
+// Cost for n ranks and B_recv bytes: 2 synchronisations in all (the first shared with the
+// piece loop), whatever B_recv; per rank no copy in, B_recv combined from n sends
+// ((n-1) B_recv read from peers) into recv.
+void reduce_scatter_whole_zero_copy(ShmSegment& seg, const std::vector<std::uint64_t>& offsets,
+                                    std::byte* recv, std::size_t recv_count, DType type,
+                                    ReduceOp op, const char* name) {
+  const int n = seg.size();
+  const std::size_t eb = dtype_bytes(type);
+  const std::size_t mine = static_cast<std::size_t>(seg.rank()) * recv_count;
+  const std::size_t chunk = std::max<std::size_t>(seg.workspace_bytes() / eb, 1);
+  std::vector<const std::byte*> inputs(static_cast<std::size_t>(n));
+  for (std::size_t at = 0; at < recv_count; at += chunk) {
+    const std::size_t m = std::min(chunk, recv_count - at);
+    for (int q = 0; q < n; ++q) {
+      inputs[static_cast<std::size_t>(q)] =
+          seg.peer_address(q, offsets[static_cast<std::size_t>(q)]) + (mine + at) * eb;
+    }
+    combine_in_rank_order(recv + at * eb, inputs, m, type, op);
+  }
+  seg.wait_all(seg.publish(), name);
+}
+
+// The allgather, every rank's send in the arena (in place: the engine's ZeRO-1 parameter
+// blocks): after the first stage (every send ready), this rank copies each peer's send where
+// it lies into its block of recv; publish again, so that no rank changes its send (in place:
+// its block of recv) while a peer still reads it. The caller copies its own block.
+//
+// Cost for n ranks and B_send bytes: 2 synchronisations in all (the first shared with the
+// piece loop), whatever B_send; per rank no copy in, (n-1) B_send copied from peers.
+void allgather_whole_zero_copy(ShmSegment& seg, const std::vector<std::uint64_t>& offsets,
+                               std::byte* recv, std::size_t block_bytes, const char* name) {
+  for (int q = 0; q < seg.size(); ++q) {
+    if (q == seg.rank()) continue;
+    std::memcpy(recv + static_cast<std::size_t>(q) * block_bytes,
+                seg.peer_address(q, offsets[static_cast<std::size_t>(q)]), block_bytes);
+  }
+  seg.wait_all(seg.publish(), name);
+}
+
 }  // namespace
 
 void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t count,
@@ -287,22 +344,36 @@ void shm_reduce_scatter(ShmSegment& seg, const void* send, void* recv, std::size
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   const auto un = static_cast<std::size_t>(n);
+  const std::optional<std::uint64_t> offset = seg.arena_offset(send, un * recv_count * eb);
+  seg.begin_input(offset.value_or(ShmSegment::kNoOffset));
   const std::size_t piece_max = std::max<std::size_t>(seg.workspace_bytes() / (un * eb), 1);
+  std::vector<std::uint64_t> offsets;
   std::vector<const std::byte*> inputs(un);
   for (std::size_t first = 0; first < recv_count; first += piece_max) {
     const std::size_t m = std::min(piece_max, recv_count - first);
     const int b = seg.next_buffer();
     std::byte* ws = seg.workspace_in(me, b);
-    for (std::size_t q = 0; q < un; ++q) {
+    for (std::size_t q = 0; q < un && !offset; ++q) {
       std::memcpy(ws + q * m * eb, in + (q * recv_count + first) * eb, m * eb);
     }
     seg.wait_all(seg.publish(), kName);
+    if (offsets.empty()) {
+      offsets = input_offsets(seg);
+      if (all_in_arena(offsets)) {
+        return reduce_scatter_whole_zero_copy(seg, offsets, out, recv_count, type, op, kName);
+      }
+    }
     for (int q = 0; q < n; ++q) {
+      const std::uint64_t o = offsets[static_cast<std::size_t>(q)];
       inputs[static_cast<std::size_t>(q)] =
-          seg.workspace_in(q, b) + static_cast<std::size_t>(me) * m * eb;
+          o == ShmSegment::kNoOffset
+              ? seg.workspace_in(q, b) + static_cast<std::size_t>(me) * m * eb
+              : seg.peer_address(q, o) + (static_cast<std::size_t>(me) * recv_count + first) * eb;
     }
     combine_in_rank_order(out + first * eb, inputs, m, type, op);
   }
+  // Peers read the sends in the arena where they lie: none may change before all are done.
+  if (any_in_arena(offsets)) seg.wait_all(seg.publish(), kName);
 }
 
 void shm_allgather(ShmSegment& seg, const void* send, void* recv, std::size_t send_count,
@@ -318,18 +389,32 @@ void shm_allgather(ShmSegment& seg, const void* send, void* recv, std::size_t se
   const std::size_t block_bytes = send_count * eb;
   std::byte* my_block = out + static_cast<std::size_t>(me) * block_bytes;
   if (n == 1) return copy_if_distinct(send, recv, block_bytes);
+  const std::optional<std::uint64_t> offset = seg.arena_offset(send, block_bytes);
+  seg.begin_input(offset.value_or(ShmSegment::kNoOffset));
   const std::size_t piece_max = seg.workspace_bytes() / eb;
+  std::vector<std::uint64_t> offsets;
   for (std::size_t first = 0; first < send_count; first += piece_max) {
     const std::size_t m = std::min(piece_max, send_count - first);
     const int b = seg.next_buffer();
-    std::memcpy(seg.workspace_in(me, b), in + first * eb, m * eb);
+    if (!offset) std::memcpy(seg.workspace_in(me, b), in + first * eb, m * eb);
     seg.wait_all(seg.publish(), kName);
+    if (offsets.empty()) {
+      offsets = input_offsets(seg);
+      if (all_in_arena(offsets)) {
+        allgather_whole_zero_copy(seg, offsets, out, block_bytes, kName);
+        return copy_if_distinct(send, my_block, block_bytes);
+      }
+    }
     for (int q = 0; q < n; ++q) {
       if (q == me) continue;
-      std::memcpy(out + static_cast<std::size_t>(q) * block_bytes + first * eb,
-                  seg.workspace_in(q, b), m * eb);
+      const std::uint64_t o = offsets[static_cast<std::size_t>(q)];
+      const std::byte* from = o == ShmSegment::kNoOffset ? seg.workspace_in(q, b)
+                                                         : seg.peer_address(q, o) + first * eb;
+      std::memcpy(out + static_cast<std::size_t>(q) * block_bytes + first * eb, from, m * eb);
     }
   }
+  // Peers read the sends in the arena where they lie: none may change before all are done.
+  if (any_in_arena(offsets)) seg.wait_all(seg.publish(), kName);
   copy_if_distinct(send, my_block, block_bytes);
 }
 

@@ -44,18 +44,27 @@ void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t co
                    DType type, ReduceOp op);
 
 // send holds size() * recv_count elements; rank r receives block r reduced over all ranks.
-// send and recv must not overlap.
+// send and recv must not overlap. When send lies in the segment's arena, peers read it where
+// it is (zero copy), per rank: ranks may mix. The result does not depend on the path.
 //
-// Cost: ceil(n B_recv / W) pieces, 1 synchronisation per piece. Per rank: copies n B_recv in,
-// combines B_recv from n inputs ((n-1) B_recv read from peers) straight into recv.
+// Cost for n ranks, B_recv bytes received, W bytes of workspace: when every send is in the
+// arena, 2 synchronisations whatever B_recv; per rank no copy in, combines B_recv from the
+// n sends ((n-1) B_recv read from peers) straight into recv. Otherwise ceil(n B_recv / W)
+// pieces, 1 synchronisation per piece (+ 1 at the end when some send is in the arena); per
+// rank copies n B_recv in (none from the arena), combines B_recv from n inputs straight
+// into recv.
 void shm_reduce_scatter(ShmSegment& seg, const void* send, void* recv, std::size_t recv_count,
                         DType type, ReduceOp op);
 
 // recv holds size() * send_count elements, block r from rank r. In place when send is block
-// rank() of recv (otherwise they must not overlap).
+// rank() of recv (otherwise they must not overlap). When send lies in the segment's arena
+// (in place: recv there), peers read it where it is (zero copy), per rank: ranks may mix.
 //
-// Cost: ceil(B_send / W) pieces, 1 synchronisation per piece. Per rank: copies B_send in and
-// (n-1) B_send out of peers' workspaces.
+// Cost for n ranks, B_send bytes sent, W bytes of workspace: when every send is in the
+// arena, 2 synchronisations whatever B_send; per rank (n-1) B_send copied straight from the
+// peers' sends, no copy in. Otherwise ceil(B_send / W) pieces, 1 synchronisation per piece
+// (+ 1 at the end when some send is in the arena); per rank copies B_send in (none from the
+// arena) and (n-1) B_send out of peers' workspaces or arena sends.
 void shm_allgather(ShmSegment& seg, const void* send, void* recv, std::size_t send_count,
                    DType type);
 

@@ -1,12 +1,14 @@
 // Shared-memory collectives over a ShmSegment with small workspaces (so that most calls run
 // in several pieces): closed-form values for every op, type and awkward count, bitwise
 // identical results on every rank, the documented rank-order reduction, the fused wire
-// allreduce, the zero-copy path, and thousands of back-to-back calls of random shapes.
+// allreduce, the zero-copy paths (allreduce, reduce_scatter, allgather), and thousands of
+// back-to-back calls of random shapes.
 
 #include "mpitrain/collectives/detail/shm_collectives.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -243,11 +245,94 @@ TEST_P(ShmCollectivesTest, ZeroCopyFromTheArenaGivesTheSameResults) {
   }
 }
 
+TEST_P(ShmCollectivesTest, ZeroCopyReduceScatterFromTheArenaGivesTheSameResults) {
+  // Sends in the arena on every rank (the whole-buffer path) or only on even ranks (ranks mix
+  // zero copy and copy-in, piece by piece), at an element offset into the allocation: closed
+  // form, bitwise equal to the copy path, the send unchanged.
+  for (DType t : kAllTypes) {
+    const std::size_t eb = dtype_bytes(t);
+    const std::size_t most = counts(t).back();
+    const std::span<std::byte> arena = seg_.allocate((n() * most + 1) * eb);
+    for (ReduceOp op : kAllOps) {
+      for (std::size_t recv_count : counts(t)) {
+        for (bool only_even : {false, true}) {
+          SCOPED_TRACE(describe(t, op, recv_count) + (only_even ? " even ranks" : " all ranks"));
+          const Buffer in = inputs(t, rank(), n() * recv_count);
+          Buffer copied(recv_count, t);
+          copied.poison();
+          detail::shm_reduce_scatter(seg_, in.data(), copied.data(), recv_count, t, op);
+          Buffer plain(n() * recv_count, t);
+          const bool mine_in_arena = !only_even || rank() % 2 == 0;
+          std::byte* send = mine_in_arena ? arena.data() + eb : plain.bytes.data();
+          copy_bytes(send, in.data(), in.bytes.size());
+          Buffer out(recv_count, t);
+          out.poison();
+          const std::uint64_t before = seg_.next_sequence();
+          detail::shm_reduce_scatter(seg_, send, out.data(), recv_count, t, op);
+          if (size() > 1 && recv_count > 0 && !only_even) {
+            // Every send in the arena: one synchronisation before reading, one after.
+            EXPECT_EQ(seg_.next_sequence() - before, 2u);
+          }
+          EXPECT_EQ(mismatches(out, op, size(), static_cast<std::size_t>(rank()) * recv_count),
+                    0u);
+          EXPECT_EQ(out.bytes, copied.bytes);
+          EXPECT_EQ(compare_bytes(send, in.data(), in.bytes.size()), 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(ShmCollectivesTest, ZeroCopyAllgatherFromTheArenaGivesTheSameResults) {
+  // In place in the arena on every rank (the whole-buffer path) or only on even ranks (mixed,
+  // piece by piece), and out of place from an arena send: closed form, bitwise equal to the
+  // copy path.
+  for (DType t : kAllTypes) {
+    const std::size_t eb = dtype_bytes(t);
+    const std::span<std::byte> arena = seg_.allocate((n() * counts(t).back() + 1) * eb);
+    for (std::size_t send_count : counts(t)) {
+      for (bool only_even : {false, true}) {
+        SCOPED_TRACE(describe(t, ReduceOp::sum, send_count) +
+                     (only_even ? " even ranks" : " all ranks"));
+        const std::size_t first = static_cast<std::size_t>(rank()) * send_count;
+        const Buffer send = inputs(t, rank(), send_count, first);
+        Buffer copied(n() * send_count, t);
+        copied.poison();
+        detail::shm_allgather(seg_, send.data(), copied.data(), send_count, t);
+        const bool mine_in_arena = !only_even || rank() % 2 == 0;
+        Buffer plain(n() * send_count, t);
+        std::byte* recv = mine_in_arena ? arena.data() + eb : plain.bytes.data();
+        std::fill_n(recv, plain.bytes.size(), std::byte{0xA5});
+        copy_bytes(recv + first * eb, send.data(), send.bytes.size());
+        const std::uint64_t before = seg_.next_sequence();
+        detail::shm_allgather(seg_, recv + first * eb, recv, send_count, t);
+        if (size() > 1 && send_count > 0 && !only_even) {
+          // Every send in the arena: one synchronisation before reading, one after.
+          EXPECT_EQ(seg_.next_sequence() - before, 2u);
+        }
+        std::size_t wrong = 0;
+        for (std::size_t j = 0; j < copied.count; ++j) {
+          wrong += copied[j] != test::value(t, static_cast<int>(j / send_count), j);
+        }
+        EXPECT_EQ(wrong, 0u);
+        EXPECT_EQ(compare_bytes(recv, copied.data(), copied.bytes.size()), 0);
+        Buffer out(n() * send_count, t);
+        out.poison();
+        copy_bytes(arena.data() + eb, send.data(), send.bytes.size());
+        const std::byte* from = mine_in_arena ? arena.data() + eb : send.bytes.data();
+        detail::shm_allgather(seg_, from, out.data(), send_count, t);
+        EXPECT_EQ(out.bytes, copied.bytes);
+      }
+    }
+  }
+}
+
 TEST_P(ShmCollectivesTest, ThousandsOfRandomCollectivesBackToBack) {
-  // Allreduces alternate at random between copy-in and zero copy, decided per rank, so that
-  // consecutive calls of one kind and of the other follow each other closely.
+  // Allreduces, reduce-scatters and allgathers alternate at random between copy-in and zero
+  // copy, decided per rank, so that consecutive calls of one kind and of the other follow
+  // each other closely (and a rank rewrites its arena send right after a zero-copy call).
   std::mt19937_64 rng(20240613);  // the same sequence of calls on every rank
-  const std::span<std::byte> arena = seg_.allocate(3000 * sizeof(double));
+  const std::span<std::byte> arena = seg_.allocate(n() * 3000 * sizeof(double));
   std::size_t wrong = 0;
   for (int call = 0; call < 3000; ++call) {
     const DType t = kAllTypes[rng() % std::size(kAllTypes)];
@@ -269,12 +354,25 @@ TEST_P(ShmCollectivesTest, ThousandsOfRandomCollectivesBackToBack) {
     } else if (kind == 1) {
       const Buffer send = inputs(t, rank(), n() * count);
       Buffer out(count, t);
-      detail::shm_reduce_scatter(seg_, send.data(), out.data(), count, t, op);
+      const void* from = send.data();
+      if ((zero_copy_ranks >> rank()) & 1u) {
+        copy_bytes(arena.data(), send.data(), send.bytes.size());
+        from = arena.data();
+      }
+      detail::shm_reduce_scatter(seg_, from, out.data(), count, t, op);
       wrong += mismatches(out, op, size(), static_cast<std::size_t>(rank()) * count);
     } else if (kind == 2) {
-      const Buffer send = inputs(t, rank(), count, static_cast<std::size_t>(rank()) * count);
+      const std::size_t first = static_cast<std::size_t>(rank()) * count;
+      const Buffer send = inputs(t, rank(), count, first);
       Buffer out(n() * count, t);
-      detail::shm_allgather(seg_, send.data(), out.data(), count, t);
+      if ((zero_copy_ranks >> rank()) & 1u) {  // in place in the arena
+        std::byte* recv = arena.data();
+        copy_bytes(recv + first * dtype_bytes(t), send.data(), send.bytes.size());
+        detail::shm_allgather(seg_, recv + first * dtype_bytes(t), recv, count, t);
+        copy_bytes(out.data(), recv, out.bytes.size());
+      } else {
+        detail::shm_allgather(seg_, send.data(), out.data(), count, t);
+      }
       for (std::size_t j = 0; j < out.count; ++j) {
         wrong += out[j] != test::value(t, static_cast<int>(j / count), j);
       }
