@@ -14,12 +14,18 @@ std::vector<KeySpec> seed_and_model_keys() {
   return {
       {"seed", K::integer, "0", "seeds model init (same on every rank), shuffling and dropout",
        false, {}, 0.0},
-      {"model.kind", K::choice, "mlp", "model architecture", false, {"mlp"}},
+      {"model.kind", K::choice, "mlp", "model architecture: mlp | torchscript (a torch.jit.save file)",
+       false, {"mlp", "torchscript"}},
       {"model.hidden", K::integer_list, "[256, 256]", "hidden layer widths", false, {}, 1.0},
       {"model.activation", K::choice, "relu", "activation between layers", false,
        {"relu", "gelu", "tanh"}},
       {"model.dropout", K::number, "0.0", "dropout probability after each activation", false, {},
        0.0, 1.0, true},
+      {"model.path", K::string, "null", "torchscript: the module's .pt file (torch.jit.save)", true},
+      {"model.task", K::choice, "classification", "torchscript: what the model's output is trained for",
+       false, {"classification"}},
+      {"model.input_shape", K::integer_list, "null",
+       "torchscript: one example's input shape, e.g. [1, 28, 28] (null: the flat features)", true, {}, 1.0},
   };
 }
 

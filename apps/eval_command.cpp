@@ -23,6 +23,10 @@ EvalOutcome eval_command(const TrainConfig& config, const std::string& argument,
   const DataSets sets = make_datasets(config);
   if (!sets.test) throw ConfigError("data.test: trainer eval needs a test set");
   Model model = make_model(config, sets.test->feature_size(), sets.num_classes);
+  if (model.external) {
+    throw ConfigError(config.origin("model.kind") + ": model.kind: trainer eval evaluates mlp models only; a " +
+                      config.model.kind + " run reports its test figures after every epoch (metrics.jsonl)");
+  }
   load_model(path, *model.module);
   // The engine gives the shards, the precision and gather_for_metrics; the optimizer only
   // completes prepare() (its state is never read or stepped).

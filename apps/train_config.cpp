@@ -302,6 +302,9 @@ ModelConfig read_model(const Values& v) {
   m.mlp.hidden = v.at("model.hidden").as<std::vector<std::int64_t>>();
   m.mlp.activation = v.at("model.activation").as<std::string>();
   m.mlp.dropout = v.at("model.dropout").as<double>();
+  m.torchscript.path = opt_string(v, "model.path").value_or("");
+  m.torchscript.task = v.at("model.task").as<std::string>();
+  m.torchscript.input_shape = opt<std::vector<std::int64_t>>(v, "model.input_shape").value_or(std::vector<std::int64_t>{});
   return m;
 }
 
@@ -370,6 +373,10 @@ void read_run(const Values& v, TrainConfig& c) {
 void check_combinations(const TrainConfig& c, const std::string& where) {
   if (c.optimizer.kind == "sgd" && c.optimizer.nesterov && c.optimizer.momentum <= 0.0) {
     throw ConfigError(where + ": optimizer.nesterov: needs optimizer.momentum > 0");
+  }
+  if (c.model.kind == "torchscript" && c.model.torchscript.path.empty()) {
+    throw ConfigError(c.origin("model.kind") +
+                      ": model.path: model.kind torchscript needs model.path (a file saved by torch.jit.save)");
   }
   if (c.data.kind == "idx") {
     if (!c.data.train.images || !c.data.train.labels) {

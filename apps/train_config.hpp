@@ -35,9 +35,17 @@ struct MlpConfig {
   double dropout = 0.0;              // model.dropout: probability after each activation
 };
 
+// model.kind torchscript: a module saved by torch.jit.save, trained through libtorch.
+struct TorchScriptConfig {
+  std::string path;                      // model.path: the .pt file ("" when null)
+  std::string task;                      // model.task: classification
+  std::vector<std::int64_t> input_shape;  // model.input_shape: one example's shape (empty: flat)
+};
+
 struct ModelConfig {
-  std::string kind;  // model.kind: mlp
-  MlpConfig mlp;     // read whatever the kind; used when kind is mlp
+  std::string kind;               // model.kind: mlp | torchscript
+  MlpConfig mlp;                  // read whatever the kind; used when kind is mlp
+  TorchScriptConfig torchscript;  // read whatever the kind; used when kind is torchscript
 };
 
 struct TrainConfig {
