@@ -4,6 +4,7 @@
 
 #include "classification_objective.hpp"
 #include "config_checked.hpp"
+#include "language_model_objective.hpp"
 #include "mpitrain/nn/mlp.hpp"
 #include "torchscript_model.hpp"
 
@@ -26,7 +27,11 @@ Model make_mlp_model(const TrainConfig& config, std::size_t features, std::size_
 Model make_torchscript(const TrainConfig& config, std::size_t features, std::size_t classes) {
   Model model;
   model.external = make_torchscript_model(config, features, classes);
-  model.objective = std::make_unique<ClassificationObjective>();
+  if (config.model.torchscript.task == "language_model") {
+    model.objective = std::make_unique<LanguageModelObjective>();
+  } else {
+    model.objective = std::make_unique<ClassificationObjective>();
+  }
   return model;
 }
 

@@ -22,7 +22,10 @@
 // ConfigError "model.kind: ... the trainer was built without libtorch".
 
 #include <cstddef>
+#include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <string>
 
 #include "external_model.hpp"
 #include "train_config.hpp"
@@ -33,5 +36,21 @@ namespace mpitrain::app {
 // `classes` classes, checked as above. torch's random generator is seeded with config.seed.
 std::unique_ptr<ExternalModel> make_torchscript_model(const TrainConfig& config, std::size_t features,
                                                       std::size_t classes);
+
+struct GenerateOptions {
+  std::string prompt;         // UTF-8 text the model continues ("": a newline)
+  std::int64_t tokens = 0;    // bytes to generate
+  double temperature = 1.0;   // logits / temperature before sampling; 0: the most likely byte
+  std::uint64_t seed = 0;     // of the sampler's torch generator
+};
+
+// Returns the prompt followed by `options.tokens` bytes sampled one at a time from the
+// language model of `config.model` (model.task language_model) with the weights of
+// `weights` (a checkpoint folder or a model.h5 / .safetensors, checkpoint::read_model): each
+// step feeds the last data.text.block_size bytes and samples from softmax(logits of the last
+// position / temperature). Throws ConfigError for a config that is not such a model (or a
+// temperature < 0), std::runtime_error naming the tensor when the weights do not fit.
+std::string generate_text(const TrainConfig& config, const std::filesystem::path& weights,
+                          const GenerateOptions& options);
 
 }  // namespace mpitrain::app

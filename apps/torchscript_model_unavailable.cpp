@@ -11,4 +11,9 @@ std::unique_ptr<ExternalModel> make_torchscript_model(const TrainConfig& config,
                     "(configure with -DMPITRAIN_TORCH=ON and libtorch-dev installed)");
 }
 
+std::string generate_text(const TrainConfig& config, const std::filesystem::path&, const GenerateOptions&) {
+  make_torchscript_model(config, 0, 0);  // the same config error
+  return {};
+}
+
 }  // namespace mpitrain::app

@@ -485,7 +485,9 @@ class TrainingRun {
     if (main()) progress_->end_eval();
     outcome_.test_accuracy = r.metric;
     outcome_.test_loss = r.loss;
-    if (metrics_) metrics_->write(EvalMetrics{step(), epoch, r.loss, r.metric, r.samples});
+    if (metrics_) {
+      metrics_->write(EvalMetrics{step(), epoch, r.loss, r.metric, r.samples, p_.model.objective->metric_name()});
+    }
     say(fmt::format("epoch {}: test {}, loss {:.4f} ({} examples)", epoch,
                     p_.model.objective->describe_metric(r.metric), r.loss, r.samples));
   }
