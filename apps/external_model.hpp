@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "mpitrain/checkpoint/save_model.hpp"
@@ -56,6 +57,10 @@ class ExternalModel {
   virtual std::filesystem::path save_model(const std::filesystem::path& dir, checkpoint::ModelFormat format) = 0;
   // Returns the number of trained values (each tied tensor once).
   virtual std::size_t parameter_count() const = 0;
+  // Replaces the weights (every parameter and fp32 buffer, by torch name) with those of
+  // `weights` (checkpoint::read_model of `from`). Throws std::runtime_error naming `from` and
+  // the first tensor missing or of another shape.
+  virtual void load_weights(const std::map<std::string, Tensor>& weights, const std::filesystem::path& from) = 0;
   // Takes the model off the engine (hooks, gradient views; prepare() undone). Call it before
   // the engine is destroyed: the engine outlives what prepare() attached to it.
   virtual void unprepare() = 0;

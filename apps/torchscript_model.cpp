@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <sstream>
 #include <unordered_set>
@@ -133,6 +134,25 @@ std::unique_ptr<torch::optim::Optimizer> make_torch_optimizer(const TrainConfig&
                     "' (known: adamw, sgd)");
 }
 
+// Copies every parameter and buffer of `module` from `weights` (by torch name), or throws
+// std::runtime_error naming the first that is missing or of another shape.
+void fill_module(torch::jit::Module& module, const std::map<std::string, Tensor>& weights,
+                 const std::filesystem::path& from) {
+  torch::NoGradGuard no_grad;
+  const auto fill = [&](const std::string& name, at::Tensor value) {
+    const auto it = weights.find(name);
+    if (value.scalar_type() != torch::kFloat) return;  // int64 counters are not weights
+    const std::vector<std::int64_t> shape = value.sizes().vec();
+    if (it == weights.end() || std::vector<std::int64_t>(it->second.shape().begin(), it->second.shape().end()) != shape) {
+      throw std::runtime_error(fmt::format("{}: no tensor '{}' of shape {} for the model", from.string(), name,
+                                           shape_text(shape)));
+    }
+    value.copy_(torch::from_blob(const_cast<float*>(it->second.data()), shape, torch::kFloat));
+  };
+  for (const auto& p : module.named_parameters(true)) fill(p.name, p.value);
+  for (const auto& b : module.named_buffers(true)) fill(b.name, b.value);
+}
+
 class TorchScriptModel final : public ExternalModel {
  public:
   TorchScriptModel(const TrainConfig& config, torch::jit::Module module, std::vector<std::int64_t> shape)
@@ -188,6 +208,10 @@ class TorchScriptModel final : public ExternalModel {
     return n;
   }
 
+  void load_weights(const std::map<std::string, Tensor>& weights, const std::filesystem::path& from) override {
+    fill_module(module_, weights, from);
+  }
+
   void unprepare() override { model_.reset(); }
 
  private:
@@ -221,25 +245,6 @@ class TorchScriptModel final : public ExternalModel {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<libtorch::TorchModel> model_;  // after the optimizer: destroyed first
 };
-
-// Copies every parameter and buffer of `module` from `weights` (by torch name), or throws
-// std::runtime_error naming the first that is missing or of another shape.
-void fill_module(torch::jit::Module& module, const std::map<std::string, Tensor>& weights,
-                 const std::filesystem::path& from) {
-  torch::NoGradGuard no_grad;
-  const auto fill = [&](const std::string& name, at::Tensor value) {
-    const auto it = weights.find(name);
-    if (value.scalar_type() != torch::kFloat) return;  // int64 counters are not weights
-    const std::vector<std::int64_t> shape = value.sizes().vec();
-    if (it == weights.end() || std::vector<std::int64_t>(it->second.shape().begin(), it->second.shape().end()) != shape) {
-      throw std::runtime_error(fmt::format("{}: no tensor '{}' of shape {} for the model", from.string(), name,
-                                           shape_text(shape)));
-    }
-    value.copy_(torch::from_blob(const_cast<float*>(it->second.data()), shape, torch::kFloat));
-  };
-  for (const auto& p : module.named_parameters(true)) fill(p.name, p.value);
-  for (const auto& b : module.named_buffers(true)) fill(b.name, b.value);
-}
 
 }  // namespace
 

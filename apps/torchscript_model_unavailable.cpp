@@ -1,5 +1,5 @@
-// model.kind torchscript in a trainer built without libtorch (MPITRAIN_TORCH off or
-// libtorch not found): a config error naming the key.
+// model.kind torchscript (and trainer generate) in a trainer built without libtorch
+// (MPITRAIN_TORCH off or libtorch not found): a config error naming the key.
 
 #include "torchscript_model.hpp"
 
@@ -12,7 +12,11 @@ std::unique_ptr<ExternalModel> make_torchscript_model(const TrainConfig& config,
 }
 
 std::string generate_text(const TrainConfig& config, const std::filesystem::path&, const GenerateOptions&) {
-  make_torchscript_model(config, 0, 0);  // the same config error
+  if (config.model.kind != "torchscript" || config.model.torchscript.task != "language_model") {
+    throw ConfigError(config.origin("model.task") +
+                      ": model.task: trainer generate needs model.kind torchscript with model.task language_model");
+  }
+  make_torchscript_model(config, 0, 0);  // throws the config error above
   return {};
 }
 

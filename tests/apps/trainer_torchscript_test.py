@@ -12,7 +12,8 @@ Scenarios (the trainer built with libtorch):
   resume       the CNN (models/fashion_mnist_cnn.pt) on synthetic 784-feature data at 2 ranks:
                a run resumed from its mid-epoch checkpoint ends bitwise equal to the
                uninterrupted run (every weight and BatchNorm buffer of model.h5, the losses
-               logged after the resume point, the last test loss and accuracy)
+               logged after the resume point, the last test loss and accuracy); `trainer
+               eval` of its last checkpoint gives the same figures at 1 and 2 ranks
   gpt_resume   the GPT on the fortunes text at 2 ranks: a run resumed from its mid-epoch
                checkpoint ends bitwise equal to the uninterrupted run (as resume)
   fashion_cnn  configs/fashion_mnist_cnn.yaml at 2 ranks reaches >= 91% test accuracy
@@ -23,7 +24,8 @@ Scenarios (the trainer built with libtorch):
                the tied embedding once (wte.weight, no output layer of its own) and loads into
                the Python GPT with load_state_dict(strict=True); `trainer generate` continues
                a prompt with 40 bytes (greedy: the same twice; sampled with a seed: the same
-               twice); text data for a classification model, generate for a classifier: exit 2
+               twice); `trainer eval` at 1 and 2 ranks prints the run's last evaluation; text
+               data for a classification model, generate for a classifier: exit 2
 Scenario for a trainer built without libtorch:
   unavailable  model.kind torchscript: exit 2 naming model.kind, saying the trainer was built
                without libtorch
@@ -33,6 +35,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -127,6 +130,16 @@ def scenario_resume(r):
     # 600 examples, 16 per rank at 2 ranks: 19 steps an epoch; step 8 is mid-epoch 0 and
     # the run crosses into epoch 1 (an evaluation) before step 30.
     check_resume_bitwise(r, cnn_run, "block1.1.running_mean", "fc2.weight", 30)
+    # trainer eval of the last checkpoint (weights and BatchNorm buffers) gives the same
+    # figures at 1 and 2 ranks.
+    figures = []
+    for ranks in (1, 2):
+        _, out, _ = r.run(ranks, "eval", "--checkpoint", "latest", sets=cnn_run(r, os.path.join(r.work, "whole")),
+                          expect=0)
+        match = re.search(r"test accuracy [0-9.]+%, loss [0-9.]+ \(200 examples", out)
+        check(match is not None, out)
+        figures.append(match.group(0))
+    check(figures[0] == figures[1], f"{figures}")
 
 
 def gpt_run(r, project, extra=()):
@@ -196,6 +209,9 @@ def scenario_gpt(r):
     check(abs(bpb - loss / math.log(2)) < 1e-6 * bpb and 2.0 < bpb < 8.5, f"{evals[0]}")  # fp32 rows
     check(f"bits per byte (perplexity {math.exp(loss):.2f})" in out, out)
     print(f"GPT, 12 steps at 2 ranks: {bpb:.4f} bits per byte in {seconds:.1f} s")
+    for ranks in (1, 2):
+        _, out, _ = r.run(ranks, "eval", "--config", config, "--checkpoint", "latest", sets=short, expect=0)
+        check(f"test {bpb:.4f} bits per byte" in out and f"loss {loss:.4f} (402 examples" in out, out)
     sys.path.insert(0, os.path.join(r.source, "models"))
     import torch
     from fortunes_gpt import GPT
