@@ -66,6 +66,7 @@
 #include <mpitrain/data/hdf5_dataset.hpp>
 #include <mpitrain/data/idx_dataset.hpp>
 #include <mpitrain/data/synthetic_dataset.hpp>
+#include <mpitrain/data/text_dataset.hpp>
 #include <mpitrain/data/torch_randperm.hpp>
 
 // checkpoint/: checkpoint files, manifest, CheckpointManager, save_model

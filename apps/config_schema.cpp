@@ -14,19 +14,26 @@ std::vector<KeySpec> seed_and_model_keys() {
   return {
       {"seed", K::integer, "0", "seeds model init (same on every rank), shuffling and dropout",
        false, {}, 0.0},
-      {"model.kind", K::choice, "mlp", "model architecture", false, {"mlp"}},
+      {"model.kind", K::choice, "mlp", "model architecture: mlp | torchscript (a torch.jit.save file)",
+       false, {"mlp", "torchscript"}},
       {"model.hidden", K::integer_list, "[256, 256]", "hidden layer widths", false, {}, 1.0},
       {"model.activation", K::choice, "relu", "activation between layers", false,
        {"relu", "gelu", "tanh"}},
       {"model.dropout", K::number, "0.0", "dropout probability after each activation", false, {},
        0.0, 1.0, true},
+      {"model.path", K::string, "null", "torchscript: the module's .pt file (torch.jit.save)", true},
+      {"model.task", K::choice, "classification",
+       "torchscript: classification ((batch, classes) logits) | language_model ((batch, block, 256) logits)",
+       false, {"classification", "language_model"}},
+      {"model.input_shape", K::integer_list, "null",
+       "torchscript: one example's input shape, e.g. [1, 28, 28] (null: the flat features)", true, {}, 1.0},
   };
 }
 
 std::vector<KeySpec> data_keys() {
   return {
-      {"data.kind", K::choice, "idx", "idx (MNIST format, .gz or not) | hdf5 | synthetic", false,
-       {"idx", "hdf5", "synthetic"}},
+      {"data.kind", K::choice, "idx", "idx (MNIST format, .gz or not) | hdf5 | synthetic | text", false,
+       {"idx", "hdf5", "synthetic", "text"}},
       {"data.train.images", K::string, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
        "idx: images file", true},
       {"data.train.labels", K::string, "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz",
@@ -46,6 +53,12 @@ std::vector<KeySpec> data_keys() {
       {"data.synthetic.features", K::integer, "784", "synthetic: features per example", false, {},
        1.0},
       {"data.synthetic.classes", K::integer, "10", "synthetic: number of classes", false, {}, 2.0},
+      {"data.text.path", K::string, "/usr/share/games/fortunes",
+       "text: a UTF-8 file, or a folder of them (links and *.dat left out); byte tokens"},
+      {"data.text.block_size", K::integer, "128", "text: tokens a model sees at once (windows of block_size + 1)",
+       false, {}, 1.0},
+      {"data.text.validation_fraction", K::number, "0.1", "text: the tail held out for evaluation", false, {},
+       0.0, 1.0, true},
       {"data.classes", K::integer, "null",
        "model outputs; labels must lie in [0, classes) (null: idx 10, hdf5 max label + 1)",
        true, {}, 2.0},

@@ -8,6 +8,7 @@
 #include "mpitrain/data/hdf5_dataset.hpp"
 #include "mpitrain/data/idx_dataset.hpp"
 #include "mpitrain/data/synthetic_dataset.hpp"
+#include "mpitrain/data/text_dataset.hpp"
 
 namespace mpitrain::app {
 namespace {
@@ -68,10 +69,44 @@ std::shared_ptr<const data::Dataset> open(const TrainConfig& config, const std::
   }
 }
 
+// The text of data.text.path, its first (1 - validation_fraction) bytes for training and the
+// rest (when it holds a window) for evaluation.
+void open_text(const TrainConfig& config, DataSets& sets) {
+  const auto& t = config.data.text;
+  const auto block = static_cast<std::size_t>(t.block_size);
+  const auto where = [&](const std::string& key) { return config.origin(key) + ": " + key + ": "; };
+  data::TextCorpus corpus;
+  try {
+    corpus = data::read_text_files(t.path);
+  } catch (const std::exception& e) {
+    throw ConfigError(where("data.text.path") + e.what());
+  }
+  const std::size_t n = corpus.bytes.size();
+  const auto split = static_cast<std::size_t>(static_cast<double>(n) * (1.0 - t.validation_fraction));
+  const auto tokens = std::make_shared<const std::vector<std::uint8_t>>(std::move(corpus.bytes));
+  const std::string name = fmt::format("{} ({} file{}, {} bytes)", t.path, corpus.files.size(),
+                                       corpus.files.size() == 1 ? "" : "s", n);
+  try {
+    sets.train = std::make_shared<data::TextDataset>(tokens, 0, split, block,
+                                                     fmt::format("{}: training bytes [0, {})", name, split));
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(where("data.text.block_size") + e.what());
+  }
+  if (n - split > block) {
+    sets.test = std::make_shared<data::TextDataset>(tokens, split, n, block,
+                                                    fmt::format("{}: validation bytes [{}, {})", name, split, n));
+  }
+  sets.num_classes = 256;
+}
+
 }  // namespace
 
 DataSets make_datasets(const TrainConfig& config) {
   DataSets sets;
+  if (config.data.kind == "text") {
+    open_text(config, sets);
+    return sets;
+  }
   if (config.data.kind == "synthetic") {
     const auto& s = config.data.synthetic;
     data::SyntheticOptions o;

@@ -7,18 +7,21 @@
 #include <vector>
 
 namespace mpitrain::app {
+namespace {
 
-EvalResult evaluate(Engine& engine, nn::Module& model, const Objective& objective, data::DataLoader& loader,
-                    const std::function<void(std::int64_t)>& on_batch) {
-  model.train(false);
+// evaluate() of a model given by its forward and its switch between evaluation and training.
+EvalResult evaluate_forward(Engine& engine, const std::function<Tensor(const data::Batch&)>& forward,
+                            const std::function<void(bool)>& set_training, const Objective& objective,
+                            data::DataLoader& loader, const std::function<void(std::int64_t)>& on_batch) {
+  set_training(false);
   loader.set_epoch(0);
   std::vector<float> rows;  // (examples, 2): loss, metric
   data::Batch batch;
   for (std::int64_t done = 1; loader.next(batch); ++done) {
-    objective.score(model.forward(batch.features), batch, rows);
+    objective.score(forward(batch), batch, rows);
     if (on_batch) on_batch(done);
   }
-  model.train(true);
+  set_training(true);
   Tensor mine({rows.size() / 2, 2});
   std::copy(rows.begin(), rows.end(), mine.data());
   const Tensor all = engine.gather_for_metrics(mine, mine.dim(0));
@@ -38,6 +41,22 @@ EvalResult evaluate(Engine& engine, nn::Module& model, const Objective& objectiv
                                        loader.dataset().size()));
   }
   return result;
+}
+
+}  // namespace
+
+EvalResult evaluate(Engine& engine, nn::Module& model, const Objective& objective, data::DataLoader& loader,
+                    const std::function<void(std::int64_t)>& on_batch) {
+  return evaluate_forward(
+      engine, [&](const data::Batch& batch) { return model.forward(batch.features); },
+      [&](bool training) { model.train(training); }, objective, loader, on_batch);
+}
+
+EvalResult evaluate(Engine& engine, ExternalModel& model, const Objective& objective, data::DataLoader& loader,
+                    const std::function<void(std::int64_t)>& on_batch) {
+  return evaluate_forward(
+      engine, [&](const data::Batch& batch) { return model.output(batch); },
+      [&](bool training) { model.set_training(training); }, objective, loader, on_batch);
 }
 
 }  // namespace mpitrain::app

@@ -7,6 +7,7 @@
 
 #include "mpitrain/data/data_loader.hpp"
 #include "mpitrain/engine/engine.hpp"
+#include "external_model.hpp"
 #include "mpitrain/nn/module.hpp"
 #include "objective.hpp"
 
@@ -25,6 +26,9 @@ struct EvalResult {
 // called with the number of this rank's batches scored so far (the progress display).
 // Collective. Cost: one forward pass over the rank's shard, one gather of 2 floats per example.
 EvalResult evaluate(Engine& engine, nn::Module& model, const Objective& objective, data::DataLoader& loader,
+                    const std::function<void(std::int64_t)>& on_batch = {});
+// The same for a model trained as an ExternalModel (its output(), in evaluation mode).
+EvalResult evaluate(Engine& engine, ExternalModel& model, const Objective& objective, data::DataLoader& loader,
                     const std::function<void(std::int64_t)>& on_batch = {});
 
 }  // namespace mpitrain::app

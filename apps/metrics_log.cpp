@@ -68,7 +68,7 @@ void MetricsLog::write(const EvalMetrics& m) {
   j["step"] = m.step;
   j["epoch"] = m.epoch;
   j["loss"] = number(m.loss);
-  j["accuracy"] = number(m.accuracy);
+  j[m.metric_name] = number(m.accuracy);
   j["samples"] = m.samples;
   j["wall_time"] = wall_time();
   write_line(j.dump());

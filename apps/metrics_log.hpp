@@ -26,8 +26,9 @@ struct EvalMetrics {
   std::int64_t step = 0;
   std::int64_t epoch = 0;
   double loss = 0;
-  double accuracy = 0;      // in [0, 1]
+  double accuracy = 0;      // in [0, 1]; or the objective's metric, named metric_name
   std::int64_t samples = 0; // exactly the test set size
+  std::string metric_name = "accuracy";  // the key of `accuracy` in the line
 };
 
 // The first line of each run.

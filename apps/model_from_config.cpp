@@ -4,7 +4,9 @@
 
 #include "classification_objective.hpp"
 #include "config_checked.hpp"
+#include "language_model_objective.hpp"
 #include "mpitrain/nn/mlp.hpp"
+#include "torchscript_model.hpp"
 
 namespace mpitrain::app {
 namespace {
@@ -22,12 +24,24 @@ Model make_mlp_model(const TrainConfig& config, std::size_t features, std::size_
   return model;
 }
 
+Model make_torchscript(const TrainConfig& config, std::size_t features, std::size_t classes) {
+  Model model;
+  model.external = make_torchscript_model(config, features, classes);
+  if (config.model.torchscript.task == "language_model") {
+    model.objective = std::make_unique<LanguageModelObjective>();
+  } else {
+    model.objective = std::make_unique<ClassificationObjective>();
+  }
+  return model;
+}
+
 }  // namespace
 
 Model make_model(const TrainConfig& config, std::size_t features, std::size_t classes) {
   if (config.model.kind == "mlp") return make_mlp_model(config, features, classes);
+  if (config.model.kind == "torchscript") return make_torchscript(config, features, classes);
   throw ConfigError(config.origin("model.kind") + ": model.kind: unknown model kind '" +
-                    config.model.kind + "' (known: mlp)");
+                    config.model.kind + "' (known: mlp, torchscript)");
 }
 
 }  // namespace mpitrain::app

@@ -3,20 +3,25 @@
 // keys (TrainConfig::model) and chooses the loss and the evaluation metric (Objective).
 //   mlp: nn::make_mlp(features, model.hidden, classes, model.activation, model.dropout,
 //        seed), cross-entropy, accuracy.
+//   torchscript: the module of model.path (torchscript_model.hpp), trained through libtorch
+//        as an ExternalModel; model.task classification: cross-entropy, accuracy.
 // A new kind is its branch in make_model, its keys (train_config.hpp, config_schema.cpp)
 // and its test (tests/apps/model_from_config_test.cpp).
 
 #include <cstddef>
 #include <memory>
 
+#include "external_model.hpp"
 #include "mpitrain/nn/module.hpp"
 #include "objective.hpp"
 #include "train_config.hpp"
 
 namespace mpitrain::app {
 
+// Exactly one of module and external is set.
 struct Model {
-  std::unique_ptr<nn::Module> module;         // what the engine prepares and trains
+  std::unique_ptr<nn::Module> module;         // what the engine prepares and trains (mlp)
+  std::unique_ptr<ExternalModel> external;    // a model that prepares itself (torchscript)
   std::unique_ptr<const Objective> objective;  // its loss and evaluation metric
 };
 

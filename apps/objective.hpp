@@ -28,6 +28,8 @@ class Objective {
   // Returns the mean metric over a test set as the progress messages show it
   // ("accuracy 88.68%").
   virtual std::string describe_metric(double mean) const = 0;
+  // Returns the metric's key in metrics.jsonl's eval lines.
+  virtual std::string metric_name() const { return "accuracy"; }
 };
 
 }  // namespace mpitrain::app

@@ -302,6 +302,9 @@ ModelConfig read_model(const Values& v) {
   m.mlp.hidden = v.at("model.hidden").as<std::vector<std::int64_t>>();
   m.mlp.activation = v.at("model.activation").as<std::string>();
   m.mlp.dropout = v.at("model.dropout").as<double>();
+  m.torchscript.path = opt_string(v, "model.path").value_or("");
+  m.torchscript.task = v.at("model.task").as<std::string>();
+  m.torchscript.input_shape = opt<std::vector<std::int64_t>>(v, "model.input_shape").value_or(std::vector<std::int64_t>{});
   return m;
 }
 
@@ -318,6 +321,9 @@ void read_data(const Values& v, TrainConfig& c) {
   c.data.synthetic.test_size = v.at("data.synthetic.test_size").as<std::int64_t>();
   c.data.synthetic.features = v.at("data.synthetic.features").as<std::int64_t>();
   c.data.synthetic.classes = v.at("data.synthetic.classes").as<std::int64_t>();
+  c.data.text.path = v.at("data.text.path").as<std::string>();
+  c.data.text.block_size = v.at("data.text.block_size").as<std::int64_t>();
+  c.data.text.validation_fraction = v.at("data.text.validation_fraction").as<double>();
   c.data.classes = opt<std::int64_t>(v, "data.classes");
   c.data.batch_size = v.at("data.batch_size").as<std::int64_t>();
   c.data.shuffle = v.at("data.shuffle").as<bool>();
@@ -371,6 +377,18 @@ void read_run(const Values& v, TrainConfig& c) {
 void check_combinations(const TrainConfig& c, const std::string& where) {
   if (c.optimizer.kind == "sgd" && c.optimizer.nesterov && c.optimizer.momentum <= 0.0) {
     throw ConfigError(where + ": optimizer.nesterov: needs optimizer.momentum > 0");
+  }
+  if (c.model.kind == "torchscript" && c.model.torchscript.path.empty()) {
+    throw ConfigError(c.origin("model.kind") +
+                      ": model.path: model.kind torchscript needs model.path (a file saved by torch.jit.save)");
+  }
+  if (c.model.torchscript.task == "language_model" && (c.model.kind != "torchscript" || c.data.kind != "text")) {
+    throw ConfigError(c.origin("model.task") +
+                      ": model.task: language_model needs model.kind torchscript and data.kind text");
+  }
+  if (c.data.kind == "text" && (c.model.kind != "torchscript" || c.model.torchscript.task != "language_model")) {
+    throw ConfigError(c.origin("data.kind") +
+                      ": data.kind: text data trains model.kind torchscript with model.task language_model");
   }
   if (c.data.kind == "idx") {
     if (!c.data.train.images || !c.data.train.labels) {

@@ -35,9 +35,17 @@ struct MlpConfig {
   double dropout = 0.0;              // model.dropout: probability after each activation
 };
 
+// model.kind torchscript: a module saved by torch.jit.save, trained through libtorch.
+struct TorchScriptConfig {
+  std::string path;                      // model.path: the .pt file ("" when null)
+  std::string task;                      // model.task: classification | language_model
+  std::vector<std::int64_t> input_shape;  // model.input_shape: one example's shape (empty: flat)
+};
+
 struct ModelConfig {
-  std::string kind;  // model.kind: mlp
-  MlpConfig mlp;     // read whatever the kind; used when kind is mlp
+  std::string kind;               // model.kind: mlp | torchscript
+  MlpConfig mlp;                  // read whatever the kind; used when kind is mlp
+  TorchScriptConfig torchscript;  // read whatever the kind; used when kind is torchscript
 };
 
 struct TrainConfig {
@@ -50,6 +58,11 @@ struct TrainConfig {
     struct {
       std::int64_t train_size = 0, test_size = 0, features = 0, classes = 0;
     } synthetic;
+    struct {
+      std::string path;                // data.text.path: a UTF-8 file or a folder of them
+      std::int64_t block_size = 0;     // data.text.block_size: tokens a model sees at once
+      double validation_fraction = 0;  // data.text.validation_fraction: the held-out tail
+    } text;
     std::optional<std::int64_t> classes;  // data.classes: the model's outputs; null: derived
     std::int64_t batch_size = 0;
     bool shuffle = true, drop_last = false, split_batches = false, even_batches = true;

@@ -9,6 +9,7 @@
 //   trainer checkpoints list|verify DIR
 //   trainer eval --config run.yaml --checkpoint PATH|latest       evaluation only, any world size
 //   trainer export --checkpoint PATH|latest --format h5|safetensors --output FILE
+//   trainer generate --checkpoint PATH|latest --prompt TEXT --tokens N [--temperature T --seed S]
 //
 // With no arguments at all the trainer prints its usage and exits 2 (it used to train the
 // defaults into ./runs/default). Messages go through one Log (log.hpp): a rank prefix and
@@ -39,6 +40,7 @@
 #include "env_report.hpp"
 #include "eval_command.hpp"
 #include "export_command.hpp"
+#include "generate_command.hpp"
 #include "log.hpp"
 #include "mpitrain/checkpoint/checkpoint_error.hpp"
 #include "mpitrain/checkpoint/state_file.hpp"
@@ -61,6 +63,7 @@ struct Options {
   std::string checkpoints_dir;
   std::string fault;  // --inject-fault KIND@RANK:STEP
   std::string checkpoint, format, output;  // eval and export
+  app::GenerateOptions generate;
 };
 
 // Prints the message of a failure that every rank saw the same way (rank 0 only), or of
@@ -98,6 +101,7 @@ int checkpoints_command(bool list, const std::string& dir, const Communicator& c
 struct WeightsCommands {
   CLI::App* eval;
   CLI::App* export_weights;
+  CLI::App* generate;
 };
 
 // Returns the subcommands `eval` and `export` (apps/eval_command.hpp, apps/export_command.hpp),
@@ -105,13 +109,18 @@ struct WeightsCommands {
 WeightsCommands add_weights_commands(CLI::App& app, Options& options) {
   CLI::App* eval = app.add_subcommand("eval", "evaluate a checkpoint on the test set, without training");
   CLI::App* export_weights = app.add_subcommand("export", "write a checkpoint's weights as .h5 or .safetensors");
-  for (CLI::App* sub : {eval, export_weights}) {
+  CLI::App* generate = app.add_subcommand("generate", "continue a prompt with a language model's checkpoint");
+  for (CLI::App* sub : {eval, export_weights, generate}) {
     sub->add_option("--checkpoint", options.checkpoint, "checkpoint folder, weights file, or latest")->required();
     sub->fallthrough();  // --config and --set may follow the subcommand
   }
   export_weights->add_option("--format", options.format, "h5 | safetensors")->required();
   export_weights->add_option("--output", options.output, "the file to write")->required();
-  return {eval, export_weights};
+  generate->add_option("--prompt", options.generate.prompt, "the text to continue")->required();
+  generate->add_option("--tokens", options.generate.tokens, "bytes to generate")->required()->check(CLI::NonNegativeNumber);
+  generate->add_option("--temperature", options.generate.temperature, "sampling temperature (0: greedy)");
+  generate->add_option("--seed", options.generate.seed, "seed of the sampler");
+  return {eval, export_weights, generate};
 }
 
 int train(const Options& options, Communicator& comm, const app::StopSignal& stop, app::Log& log) {
@@ -197,6 +206,10 @@ int run_command(const Commands& c, const Options& options, const MpiRuntime& run
   if (*c.weights.export_weights) {
     return app::export_command_on_rank0(app::load_config(options.config, options.overrides), options.checkpoint,
                                         options.format, options.output, comm, log);
+  }
+  if (*c.weights.generate) {
+    return app::generate_command_on_rank0(app::load_config(options.config, options.overrides), options.checkpoint,
+                                          options.generate, comm, log);
   }
   return train(options, comm, stop, log);
 }

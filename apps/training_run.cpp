@@ -113,15 +113,23 @@ std::string folders_in_the_way(const TrainConfig& config, const checkpoint::Chec
 
 // Everything the run is made of. Everything the engine refers to is declared before it, so
 // it outlives the engine.
+// An ExternalModel attaches itself to the engine and is taken off it first.
 struct RunParts {
   DataSets sets;
   Model model;
-  std::unique_ptr<nn::Optimizer> optimizer;
+  std::unique_ptr<nn::Optimizer> optimizer;  // an ExternalModel's: its LearningRate only
   std::optional<nn::LrScheduler> scheduler;
+  std::optional<SchedulerCheckpoint> scheduler_checkpoint;  // an ExternalModel's scheduler
   std::optional<data::DataLoader> train_loader;
   std::optional<data::DataLoader> test_loader;
   std::unique_ptr<Engine> engine;
   RunLength length;
+  RunParts() = default;
+  RunParts(const RunParts&) = delete;
+  RunParts& operator=(const RunParts&) = delete;
+  ~RunParts() {
+    if (model.external) model.external->unprepare();
+  }
 };
 
 // What flows from one step of the training loop to the next.
@@ -201,7 +209,8 @@ class TrainingRun {
       }
     }
     p_.model = make_model(config_, p_.sets.train->feature_size(), p_.sets.num_classes);
-    p_.optimizer = make_optimizer(config_, p_.model.module->parameters());
+    p_.optimizer = p_.model.external ? std::make_unique<LearningRate>(config_.optimizer.lr)
+                                     : make_optimizer(config_, p_.model.module->parameters());
     EngineConfig engine_settings = config_checked("config", [&] { return engine_config(config_); });
     // The engine's warnings share the trainer's log: rank prefix, levels, the progress line.
     engine_settings.log = [this](std::string_view level, std::string_view text) {
@@ -219,13 +228,28 @@ class TrainingRun {
         config_checked("data.batch_size", [&] { return engine.make_loader(p_.sets.train, train_options); }));
     p_.length = run_length(config_, *p_.train_loader, comm_.size());
     p_.scheduler.emplace(make_scheduler(config_, *p_.optimizer, p_.length.total));
-    config_checked("data", [&] {
-      engine.prepare(*p_.model.module, *p_.optimizer, *p_.train_loader, &*p_.scheduler);
-    });
+    if (p_.model.external) {
+      prepare_external_model();
+    } else {
+      config_checked("data", [&] {
+        engine.prepare(*p_.model.module, *p_.optimizer, *p_.train_loader, &*p_.scheduler);
+      });
+    }
     engine.set_config_text(config_.yaml);
     if (p_.sets.test && config_.training.eval) {
       p_.test_loader.emplace(engine.make_loader(p_.sets.test, test_loader_options(config_)));
     }
+  }
+
+  // An ExternalModel registers itself (parameters, buffers, its optimizer); the engine then
+  // gets the training loader, steps the scheduler, and saves it under /custom/scheduler.
+  void prepare_external_model() {
+    Engine& engine = *p_.engine;
+    config_checked("model", [&] { p_.model.external->prepare(engine, *p_.optimizer); });
+    config_checked("data", [&] { engine.prepare_loader(*p_.train_loader, true); });
+    engine.set_scheduler_step([this] { p_.scheduler->step(); });
+    p_.scheduler_checkpoint.emplace(*p_.scheduler);
+    engine.register_for_checkpointing("scheduler", *p_.scheduler_checkpoint);
   }
 
   // metrics.jsonl (rank 0), the progress display, and the first line.
@@ -366,10 +390,14 @@ class TrainingRun {
   // optimizer step is due.
   bool train_micro_batch() {
     Engine& engine = *p_.engine;
-    const Tensor output = p_.model.module->forward(s_.batch.features);
-    s_.loss_sum += p_.model.objective->loss(output, s_.batch, s_.grad);
+    if (p_.model.external) {
+      s_.loss_sum += p_.model.external->train_batch(s_.batch);
+    } else {
+      const Tensor output = p_.model.module->forward(s_.batch.features);
+      s_.loss_sum += p_.model.objective->loss(output, s_.batch, s_.grad);
+      engine.backward(s_.grad);
+    }
     s_.loss_count += 1.0;
-    engine.backward(s_.grad);
     return engine.sync_gradients();
   }
 
@@ -388,7 +416,11 @@ class TrainingRun {
     const double lr = p_.optimizer->lr();
     const float scale = engine.loss_scale();
     const bool stepped = engine.step();
-    engine.zero_grad();
+    if (p_.model.external) {
+      p_.model.external->zero_grad();
+    } else {
+      engine.zero_grad();
+    }
     check_skipped(stepped, done);
     if (log_now) {
       log_metrics(done, lr, grad_norm, scale);
@@ -450,14 +482,19 @@ class TrainingRun {
     if (!p_.test_loader) return;
     watchdog_.progress("evaluating after step", step());
     if (main()) progress_->begin_eval(epoch, static_cast<std::int64_t>(p_.test_loader->batches_per_epoch()));
-    const EvalResult r = evaluate(*p_.engine, *p_.model.module, *p_.model.objective, *p_.test_loader,
-                                  [this](std::int64_t done) {
-                                    if (main()) progress_->update_eval(done);
-                                  });
+    const auto on_batch = [this](std::int64_t done) {
+      if (main()) progress_->update_eval(done);
+    };
+    const EvalResult r =
+        p_.model.external
+            ? evaluate(*p_.engine, *p_.model.external, *p_.model.objective, *p_.test_loader, on_batch)
+            : evaluate(*p_.engine, *p_.model.module, *p_.model.objective, *p_.test_loader, on_batch);
     if (main()) progress_->end_eval();
     outcome_.test_accuracy = r.metric;
     outcome_.test_loss = r.loss;
-    if (metrics_) metrics_->write(EvalMetrics{step(), epoch, r.loss, r.metric, r.samples});
+    if (metrics_) {
+      metrics_->write(EvalMetrics{step(), epoch, r.loss, r.metric, r.samples, p_.model.objective->metric_name()});
+    }
     say(fmt::format("epoch {}: test {}, loss {:.4f} ({} examples)", epoch,
                     p_.model.objective->describe_metric(r.metric), r.loss, r.samples));
   }
@@ -513,8 +550,9 @@ class TrainingRun {
       watchdog_.progress("writing the model weights");
       progress_->finish();
     }
-    const fs::path model_file = p_.engine->save_model(
-        config_.project.dir, checkpoint::parse_model_format(config_.project.save_format));
+    const checkpoint::ModelFormat format = checkpoint::parse_model_format(config_.project.save_format);
+    const fs::path model_file = p_.model.external ? p_.model.external->save_model(config_.project.dir, format)
+                                                  : p_.engine->save_model(config_.project.dir, format);
     outcome_.steps = step();
     outcome_.seconds = seconds_since(started_);
     const auto skipped = static_cast<std::int64_t>(p_.engine->state().skipped_steps);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mpitrain needs to build, test, train and benchmark, and
 # libtorch-dev, so that the optional libtorch component (torch/, MPITRAIN_TORCH) is built and
-# tested too (the core builds without it: -DMPITRAIN_TORCH=OFF).
+# tested too (the core builds without it: -DMPITRAIN_TORCH=OFF); fortunes is the default text
+# corpus of data.kind text (/usr/share/games/fortunes).
 # Idempotent: when every package is present it changes nothing and runs no apt-get.
 #   scripts/install-deps.sh           build, test and run dependencies
 #   scripts/install-deps.sh --dev     the same (kept for old instructions): python3-torch,
@@ -16,7 +17,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtorch-dev python3-torch
-  dataset-fashion-mnist
+  dataset-fashion-mnist fortunes
   python3 python3-numpy python3-h5py python3-matplotlib python3-pyte
   universal-ctags
   clang-14 libclang-rt-14-dev

@@ -35,6 +35,12 @@ LONG = {
     "build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
     "benchmarks/": "minutes of benchmarking (and python3-torch); benchmarks.* smoke tests cover it",
     "MPITRAIN_ALGORITHM_TABLE=": "a pattern for any program ('...'), not a command",
+    "mpirun -np 2 build/apps/trainer --config configs/fashion_mnist_cnn.yaml":
+        "minutes of training a CNN; CTest trainer_torchscript.fashion_cnn runs it",
+    "mpirun -np 2 build/apps/trainer --config configs/fortunes_gpt.yaml":
+        "16 minutes of training a GPT; CTest trainer_torchscript.gpt runs a short version",
+    "mpirun -np 1 build/apps/trainer generate --config configs/fortunes_gpt.yaml":
+        "needs the GPT run above; CTest trainer_torchscript.gpt runs generate",
 }
 
 # Commands that need the optional libtorch component (MPITRAIN_TORCH): run when it is built,

@@ -1,0 +1,117 @@
+#include "mpitrain/data/text_dataset.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
+namespace mpitrain::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Returns the files a folder contributes, in name order (see read_text_files).
+std::vector<fs::path> folder_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    if (e.is_symlink() || !e.is_regular_file() || e.path().extension() == ".dat") continue;
+    files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Returns the length of the UTF-8 sequence that starts at bytes[i], or 0 when it is invalid.
+std::size_t sequence_length(const std::vector<std::uint8_t>& b, std::size_t i) {
+  const std::uint8_t c = b[i];
+  if (c < 0x80) return 1;
+  std::size_t n = 0;
+  std::uint8_t lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;  // overlong
+    if (c == 0xED) hi = 0x9F;  // surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;  // overlong
+    if (c == 0xF4) hi = 0x8F;  // beyond U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > b.size() || b[i + 1] < lo || b[i + 1] > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k) {
+    if ((b[i + k] & 0xC0) != 0x80) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::optional<std::size_t> first_invalid_utf8(const std::vector<std::uint8_t>& bytes) {
+  for (std::size_t i = 0; i < bytes.size();) {
+    const std::size_t n = sequence_length(bytes, i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::nullopt;
+}
+
+TextCorpus read_text_files(const fs::path& path) {
+  TextCorpus corpus;
+  if (fs::is_directory(path)) {
+    corpus.files = folder_files(path);
+    if (corpus.files.empty()) throw std::runtime_error("text folder '" + path.string() + "' holds no text file");
+  } else if (fs::exists(path)) {
+    corpus.files = {path};
+  } else {
+    throw std::runtime_error("no such text file or folder '" + path.string() + "'");
+  }
+  for (const fs::path& file : corpus.files) {
+    std::ifstream in(file, std::ios::binary);
+    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) throw std::runtime_error("cannot read text file '" + file.string() + "'");
+    if (const std::optional<std::size_t> bad = first_invalid_utf8(bytes)) {
+      throw std::runtime_error("text file '" + file.string() + "' is not valid UTF-8 (byte " +
+                               std::to_string(*bad) + ")");
+    }
+    corpus.bytes.insert(corpus.bytes.end(), bytes.begin(), bytes.end());
+  }
+  return corpus;
+}
+
+TextDataset::TextDataset(std::shared_ptr<const std::vector<std::uint8_t>> tokens, std::size_t begin,
+                         std::size_t end, std::size_t block_size, std::string name)
+    : tokens_(std::move(tokens)), begin_(begin), end_(end), block_size_(block_size), windows_(0),
+      name_(std::move(name)), feature_shape_{block_size + 1} {
+  if (block_size_ == 0) throw std::invalid_argument("TextDataset: block_size must be at least 1");
+  if (!tokens_ || begin_ > end_ || end_ > tokens_->size()) {
+    throw std::invalid_argument("TextDataset: range [" + std::to_string(begin_) + ", " + std::to_string(end_) +
+                                ") is not inside the " + std::to_string(tokens_ ? tokens_->size() : 0) + " tokens");
+  }
+  windows_ = end_ - begin_ > block_size_ ? (end_ - begin_ - 1) / block_size_ : 0;
+  if (windows_ == 0) {
+    throw std::invalid_argument("TextDataset: " + name_ + " holds " + std::to_string(end_ - begin_) +
+                                " tokens, fewer than one window of block_size + 1 = " +
+                                std::to_string(block_size_ + 1));
+  }
+}
+
+std::string TextDataset::describe() const {
+  return "text " + name_ + " (" + std::to_string(windows_) + " windows of " + std::to_string(block_size_ + 1) +
+         " byte tokens)";
+}
+
+void TextDataset::read_batch(std::span<const std::size_t> indices, std::span<float> features_out,
+                             std::span<std::int32_t> labels_out) const {
+  const std::size_t width = block_size_ + 1;
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    const std::uint8_t* window = tokens_->data() + begin_ + indices[k] * block_size_;
+    std::transform(window, window + width, features_out.begin() + static_cast<std::ptrdiff_t>(k * width),
+                   [](std::uint8_t t) { return static_cast<float>(t); });
+    labels_out[k] = 0;
+  }
+}
+
+}  // namespace mpitrain::data
