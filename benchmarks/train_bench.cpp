@@ -30,9 +30,10 @@
 // configuration a stage 0 and a stage 1 row, interleaved like every other row). After each
 // model's rows, a line per stage 1 row compares it with its stage 0 twin: the step time ratio
 // (goal <= 1.05 at 2 ranks) and the optimizer state per rank, as Engine::memory_report gives it
-// and as measured: the growth of this rank's resident memory (/proc/self/statm) over the
-// engine's first step, when the optimizer allocates its state (each engine takes that step
-// once, untimed, before the warm-up; the largest growth over ranks is reported).
+// and as measured: the growth of this rank's private resident memory (/proc/self/statm,
+// resident minus shared pages) over the engine's first step, when the optimizer allocates its
+// state (each engine takes that step once, untimed, before the warm-up; the largest growth
+// over ranks is reported).
 //
 // A step is forward + loss + engine.backward + engine.step + engine.zero_grad. Columns:
 //   step_ms       median step time (the slowest rank's median)
@@ -53,7 +54,7 @@
 //                 update, so it is cheaper)
 //   zero          distributed.zero_stage
 //   opt_MB        optimizer state per rank (Engine::memory_report, MiB)
-//   rss1_MB       resident memory growth over the first step (MiB, see --zero-stage)
+//   rss1_MB       private resident memory growth over the first step (MiB, see --zero-stage)
 // Medians are robust on a shared machine; each rank's median is taken over its own steps,
 // then the maximum over ranks is reported (last_rank_ms excepted, see above).
 //
@@ -230,12 +231,15 @@ struct Trained {
   double rss_first_bytes = 0;  // resident memory growth over the first step
 };
 
-// Returns this process's resident memory in bytes (/proc/self/statm; 0 where unreadable).
+// Returns this process's private resident memory in bytes: resident minus shared pages
+// (/proc/self/statm; 0 where unreadable). Shared pages are left out because the node's
+// segment holds the gradient buckets, and a rank that reads its peers' buckets (the zero-copy
+// collectives) maps their pages too: counted, they would hide the optimizer state.
 double resident_bytes() {
   std::ifstream statm("/proc/self/statm");
-  double pages = 0, resident = 0;
-  if (!(statm >> pages >> resident)) return 0.0;
-  return resident * static_cast<double>(sysconf(_SC_PAGESIZE));
+  double pages = 0, resident = 0, shared = 0;
+  if (!(statm >> pages >> resident >> shared)) return 0.0;
+  return (resident - shared) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
 std::string precision_name(Precision p) { return p == Precision::fp32 ? "fp32" : std::string(to_string(p)); }
