@@ -31,9 +31,9 @@
 // model's rows, a line per stage 1 row compares it with its stage 0 twin: the step time ratio
 // (goal <= 1.05 at 2 ranks) and the optimizer state per rank, as Engine::memory_report gives it
 // and as measured: the growth of this rank's private resident memory (/proc/self/statm,
-// resident minus shared pages) over the engine's first step, when the optimizer allocates its
-// state (each engine takes that step once, untimed, before the warm-up; the largest growth
-// over ranks is reported).
+// resident minus shared pages) over the engine's first Engine::step(), when the optimizer
+// allocates its state (each engine takes its first step untimed, before the warm-up; the
+// largest growth over ranks is reported).
 //
 // A step is forward + loss + engine.backward + engine.step + engine.zero_grad. Columns:
 //   step_ms       median step time (the slowest rank's median)
@@ -54,7 +54,8 @@
 //                 update, so it is cheaper)
 //   zero          distributed.zero_stage
 //   opt_MB        optimizer state per rank (Engine::memory_report, MiB)
-//   rss1_MB       private resident memory growth over the first step (MiB, see --zero-stage)
+//   rss1_MB       private resident memory growth over the first Engine::step() (MiB, see
+//                 --zero-stage)
 // Medians are robust on a shared machine; each rank's median is taken over its own steps,
 // then the maximum over ranks is reported (last_rank_ms excepted, see above).
 //
@@ -228,7 +229,7 @@ struct Trained {
   std::unique_ptr<Engine> engine;  // declared last: released before the model it points into
   std::vector<double> step_s, exposed_s;
   std::uint64_t skipped = 0;
-  double rss_first_bytes = 0;  // resident memory growth over the first step
+  double rss_first_bytes = 0;  // private resident memory growth over the first Engine::step()
 };
 
 // Returns this process's private resident memory in bytes: resident minus shared pages
@@ -321,12 +322,16 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
 
   Tensor grad;
   std::size_t k = 0;
-  auto engine_step = [&](Trained& t) {
+  // Returns the seconds of one step of `t`; adds the growth of private resident memory over
+  // its Engine::step() to *step_growth_bytes when given.
+  auto engine_step = [&](Trained& t, double* step_growth_bytes = nullptr) {
     const auto t0 = Clock::now();
     Tensor logits = t.model.forward(data.features[k % kBatches]);
     nn::cross_entropy(logits, data.labels[k % kBatches], grad);
     t.engine->backward(grad);
+    const double before = step_growth_bytes != nullptr ? resident_bytes() : 0.0;
     t.engine->step();
+    if (step_growth_bytes != nullptr) *step_growth_bytes += resident_bytes() - before;
     t.engine->zero_grad();
     ++k;
     return seconds_since(t0);
@@ -354,11 +359,9 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
   // for rank 0 alone (every rank counts them, so that all agree on the schedule).
   const std::size_t world_blocks = bares.size() + runs.size();
   const std::size_t blocks = opts.baseline_one_rank ? 2 * world_blocks : world_blocks;
-  for (Trained& t : runs) {  // the optimizers allocate their state in their first step
-    const double before = resident_bytes();
-    engine_step(t);
-    t.rss_first_bytes = resident_bytes() - before;
-  }
+  // The optimizers allocate their state in their first step: measured over Engine::step()
+  // alone, so that the first forward's and backward's buffers are not counted.
+  for (Trained& t : runs) engine_step(t, &t.rss_first_bytes);
   for (std::size_t i = 0; i < opts.warmup; ++i) {
     for (Bare& b : bares) bare_step(b);
     for (Trained& t : runs) engine_step(t);
