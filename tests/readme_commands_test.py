@@ -32,6 +32,7 @@ LONG = {
     "cmake ": "a full build and an install (CI builds; packaging.* tests install into a scratch prefix)",
     "mpirun -np 2 build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
     "mpirun -np 1 build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
+    "mpirun -np 4 --oversubscribe build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
     "build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
     "benchmarks/": "minutes of benchmarking (and python3-torch); benchmarks.* smoke tests cover it",
     "MPITRAIN_ALGORITHM_TABLE=": "a pattern for any program ('...'), not a command",
