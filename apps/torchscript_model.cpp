@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -254,7 +255,9 @@ std::string generate_text(const TrainConfig& config, const std::filesystem::path
     throw ConfigError(config.origin("model.task") +
                       ": model.task: trainer generate needs model.kind torchscript with model.task language_model");
   }
-  if (options.temperature < 0) throw ConfigError("--temperature: must be >= 0");
+  if (!(options.temperature >= 0) || !std::isfinite(options.temperature)) {
+    throw ConfigError("--temperature: must be a finite number >= 0");
+  }
   torch::jit::Module module = load_module(config);
   fill_module(module, checkpoint::read_model(weights), weights);
   module.eval();

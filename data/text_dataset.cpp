@@ -1,9 +1,12 @@
 #include "mpitrain/data/text_dataset.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
-#include <iterator>
 #include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
 
 namespace mpitrain::data {
 namespace {
@@ -69,9 +72,19 @@ TextCorpus read_text_files(const fs::path& path) {
     throw std::runtime_error("no such text file or folder '" + path.string() + "'");
   }
   for (const fs::path& file : corpus.files) {
+    // Sized read, so that an I/O error partway through is an error, not a shorter corpus.
+    std::error_code size_error;
+    const std::uintmax_t size = fs::file_size(file, size_error);
+    if (size_error) {
+      throw std::runtime_error("cannot read text file '" + file.string() + "': " + size_error.message());
+    }
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
     std::ifstream in(file, std::ios::binary);
-    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) throw std::runtime_error("cannot read text file '" + file.string() + "'");
+    if (!in || (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))) {
+      throw std::runtime_error("cannot read text file '" + file.string() + "': read " +
+                               std::to_string(size > 0 ? in.gcount() : 0) + " of " + std::to_string(size) +
+                               " bytes");
+    }
     if (const std::optional<std::size_t> bad = first_invalid_utf8(bytes)) {
       throw std::runtime_error("text file '" + file.string() + "' is not valid UTF-8 (byte " +
                                std::to_string(*bad) + ")");

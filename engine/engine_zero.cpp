@@ -46,6 +46,13 @@ void Engine::shard_optimizer() {
 }
 
 void Engine::optimizer_step() {
+  if (optimizer_ == nullptr && sync_ && sync_->sharded()) {
+    // Each rank holds only its shard of the averaged gradients, and nothing would gather
+    // updated parameters: the ranks would drift apart silently.
+    throw std::logic_error("Engine::step (rank " + std::to_string(comm_.rank()) +
+                           "): distributed.zero_stage = 1 needs an optimizer (prepare's, or "
+                           "Engine::set_optimizer) to step the shards and gather the parameters");
+  }
   if (optimizer_ == nullptr) return;
   if (!shard_optimizer_) {
     optimizer_->step();
@@ -73,13 +80,8 @@ MemoryReport Engine::memory_report() const {
   m.gradient_bytes = sync.gradient_bytes;
   m.comm_bytes = sync.comm_bytes;
   if (optimizer_ == nullptr) return m;
-  std::size_t stepped = 0;
-  if (shard_optimizer_) {
-    for (const nn::Parameter* p : shard_optimizer_->parameters()) stepped += p->value.numel();
-  } else {
-    for (const nn::Parameter* p : optimizer_->parameters()) stepped += p->value.numel();
-  }
-  m.optimizer_state_bytes = optimizer_->slots_per_value() * stepped * sizeof(float);
+  const nn::Optimizer& stepping = shard_optimizer_ ? *shard_optimizer_ : *optimizer_;
+  m.optimizer_state_bytes = stepping.state_values() * sizeof(float);
   return m;
 }
 

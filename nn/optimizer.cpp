@@ -113,6 +113,12 @@ void Optimizer::check_keys(const StateDict& state, const std::map<std::string, S
   }
 }
 
+std::size_t Optimizer::state_values() const {
+  std::size_t values = 0;
+  for (const Parameter* p : params_) values += p->value.numel();
+  return slots_per_value() * values;
+}
+
 void Optimizer::check_lr(double lr, std::string_view who) {
   if (!(lr >= 0.0) || !std::isfinite(lr)) {
     throw std::invalid_argument(prefix(who) + "invalid learning rate " + std::to_string(lr) +

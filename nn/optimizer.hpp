@@ -59,6 +59,10 @@ class Optimizer {
   // Returns the fp32 state values kept per parameter value once it has stepped (AdamW 2,
   // 3 with amsgrad; SGD 1 with momentum, else 0); for memory reports.
   virtual std::size_t slots_per_value() const { return 0; }
+  // Returns the fp32 state values this optimizer holds once every parameter has stepped:
+  // slots_per_value() per value of parameters(), unless an optimizer that holds other
+  // tensors (mpitrain::torch's adapter) counts its own.
+  virtual std::size_t state_values() const;
   // Returns a new optimizer of the same kind with the same hyper-parameters (the current
   // learning rate included) over `params`, without any state; null for a kind that cannot.
   // The engine's ZeRO stage 1 steps such a copy over this rank's pieces of the parameters

@@ -125,8 +125,8 @@ void read_sgd_options(torch::optim::OptimizerOptions& options, const std::string
 
 // Returns whether `t` is a contiguous CPU float32 tensor of `numel` elements.
 bool flat_fp32(const at::Tensor& t, std::int64_t numel) {
-  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat &&
-         t.is_contiguous() && t.numel() == numel && !t.is_sparse();
+  return t.defined() && !t.is_sparse() && t.device().is_cpu() && t.scalar_type() == torch::kFloat &&
+         t.is_contiguous() && t.numel() == numel;
 }
 
 std::span<float> span_of(const at::Tensor& t) {
@@ -216,6 +216,22 @@ TorchOptimizer::TorchOptimizer(torch::optim::Optimizer& optimizer,
       }
     }
   }
+}
+
+std::size_t TorchOptimizer::state_values() const {
+  std::size_t values = 0;
+  for (const torch::optim::OptimizerParamGroup& group : optimizer_.param_groups()) {
+    std::size_t slots = 0;
+    if (kind_ == "torch.sgd") {
+      slots = static_cast<const torch::optim::SGDOptions&>(group.options()).momentum() != 0.0 ? 1 : 0;
+    } else if (kind_ == "torch.adamw") {
+      slots = static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad() ? 3 : 2;
+    } else {
+      slots = static_cast<const torch::optim::AdamOptions&>(group.options()).amsgrad() ? 3 : 2;
+    }
+    for (const at::Tensor& p : group.params()) values += slots * static_cast<std::size_t>(p.numel());
+  }
+  return values;
 }
 
 void TorchOptimizer::step() {

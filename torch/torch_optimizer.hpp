@@ -41,6 +41,10 @@ class TorchOptimizer : public nn::Optimizer {
   void step() override;
   // Returns whether the last step() took the one-pass kernel.
   bool last_step_fused() const { return last_step_fused_; }
+  // Returns the fp32 state values the torch optimizer holds once every parameter has
+  // stepped: 2 per parameter value for Adam and AdamW (3 with amsgrad), 1 for SGD with
+  // momentum (per param group's options).
+  std::size_t state_values() const override;
   // Returns "torch.adam", "torch.adamw" or "torch.sgd".
   std::string kind() const override { return kind_; }
   StateDict state_dict() const override;

@@ -234,6 +234,8 @@ def scenario_gpt(r):
         check(text.startswith("Q: Why") and len(text) >= 40, text)
         outputs.append(text)
     check(outputs[0] == outputs[1] and outputs[2] == outputs[3], f"{outputs}")
+    _, out, _ = r.run(2, *generate, "--temperature", "nan", sets=short[:2], expect=2)
+    check(out.count("--temperature: must be a finite number >= 0") == 1, out)
     _, out, _ = r.run(2, "--config", config, sets=short + ["model.task=classification"], expect=2)
     check(out.count("data.kind: text data trains model.kind torchscript with model.task language_model") == 1, out)
     cnn = os.path.join(r.source, "configs", "fashion_mnist_cnn.yaml")

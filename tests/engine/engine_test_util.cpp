@@ -20,7 +20,8 @@ std::vector<float> flatten_grads(const std::vector<nn::Parameter*>& params) {
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp must not be given the null data() of an empty vector (UBSan: nonnull argument).
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 bool same_state(const StateDict& a, const StateDict& b) {

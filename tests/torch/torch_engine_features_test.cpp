@@ -428,6 +428,7 @@ TEST(FusedAdamWStep, ChangesTheParametersInPlaceAndBumpsTheirVersion) {
   for (const at::Tensor& p : params) p.mutable_grad() = torch::ones(p.sizes());
   fused.step();
   ASSERT_TRUE(fused.last_step_fused());
+  EXPECT_EQ(fused.state_values(), 2U * (35 + 1 + 33));  // m and v of every value (memory_report)
   EXPECT_EQ(params[0].data_ptr<float>(), before);
   EXPECT_NE(params[0].data_ptr<float>()[0], first);
   EXPECT_GT(params[0]._version(), version);
