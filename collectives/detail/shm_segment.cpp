@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "mpitrain/collectives/detail/shared_futex.hpp"
 #include "mpitrain/collectives/mpi_error.hpp"
 
 #if defined(__x86_64__)
@@ -28,11 +29,20 @@ constexpr std::size_t kProgressAt = 2 * kCacheLine;
 constexpr std::size_t kReportedAt = 3 * kCacheLine;
 constexpr std::size_t kCheckIndexAt = 4 * kCacheLine;
 constexpr std::size_t kCheckSlotsAt = 5 * kCacheLine;  // two slots of three words
-// Polls of a flag before a waiter starts yielding its core: about a microsecond of pause
-// instructions, enough for a peer running on another core to arrive.
+// The number of peers asleep on this rank's sequence number (shared_futex.hpp): written by
+// the sleepers, read by the owner at each publish.
+constexpr std::size_t kSleepersAt = 6 * kCacheLine;
+// A waiter's three phases. Polls with a pause instruction first (a few microseconds: a peer
+// running on another core arrives within them, e.g. between the pieces of one collective).
 constexpr int kSpinsBeforeYield = 256;
-// Yields between two reads of the clock (a deadline check costs about 20 ns).
-constexpr int kYieldsPerClockRead = 16;
+// Then yields its core, re-reading the flag after each yield, until it has waited this long:
+// long enough to cover a peer that was briefly descheduled, short enough that a waiter
+// sharing its core with computation (the engine's communication thread during backward)
+// gives most of that core back.
+constexpr std::chrono::microseconds kYieldFor{50};
+// Then sleeps on the peer's sequence number until the peer publishes (futex: no CPU at all),
+// at most this long per sleep, so that the deadline is checked.
+constexpr std::chrono::milliseconds kMaxSleep{20};
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
@@ -76,6 +86,7 @@ ShmSegment::ShmSegment(MPI_Comm node_comm, ShmOptions options)
     control_word(rank_, kProgressAt).store(0, std::memory_order_relaxed);
     control_word(rank_, kReportedAt).store(0, std::memory_order_relaxed);
     control_word(rank_, kCheckIndexAt).store(0, std::memory_order_relaxed);
+    control_word(rank_, kSleepersAt).store(0, std::memory_order_relaxed);
     // Every slot is initialised before any rank can read it.
     check_mpi(MPI_Barrier(comm_), "MPI_Barrier (shared-memory segment)", rank_, 0);
   } catch (...) {
@@ -138,14 +149,15 @@ std::byte* ShmSegment::workspace_out(int peer, int buffer) const noexcept {
 }
 
 std::atomic_ref<std::uint64_t> ShmSegment::sequence_slot(int peer) const noexcept {
-  auto* p = reinterpret_cast<std::uint64_t*>(main_.bases[static_cast<std::size_t>(peer)] +
-                                             kSequenceAt);
-  return std::atomic_ref<std::uint64_t>(*p);
+  return control_word(peer, kSequenceAt);
+}
+
+std::uint64_t* ShmSegment::control_address(int peer, std::size_t at) const noexcept {
+  return reinterpret_cast<std::uint64_t*>(main_.bases[static_cast<std::size_t>(peer)] + at);
 }
 
 std::atomic_ref<std::uint64_t> ShmSegment::control_word(int peer, std::size_t at) const noexcept {
-  auto* p = reinterpret_cast<std::uint64_t*>(main_.bases[static_cast<std::size_t>(peer)] + at);
-  return std::atomic_ref<std::uint64_t>(*p);
+  return std::atomic_ref<std::uint64_t>(*control_address(peer, at));
 }
 
 void ShmSegment::publish_progress(std::uint64_t collective) noexcept {
@@ -201,9 +213,14 @@ std::uint64_t ShmSegment::input_offset(int peer) const noexcept {
   return std::atomic_ref<std::uint64_t>(*input_slot(peer)).load(std::memory_order_relaxed);
 }
 
-std::uint64_t ShmSegment::publish() noexcept {
+std::uint64_t ShmSegment::publish() {
   ++sequence_;
-  sequence_slot(rank_).store(sequence_, std::memory_order_release);
+  // Sequentially consistent store and load: with a sleeper's increment and re-read (see
+  // sleep_on), either the sleeper sees the new number or this rank sees the sleeper.
+  sequence_slot(rank_).store(sequence_, std::memory_order_seq_cst);
+  if (control_word(rank_, kSleepersAt).load(std::memory_order_seq_cst) != 0) {
+    futex_wake_all(control_address(rank_, kSequenceAt));
+  }
   return sequence_;
 }
 
@@ -232,23 +249,36 @@ void ShmSegment::time_out(std::uint64_t sequence, const char* collective,
 void ShmSegment::wait_all(std::uint64_t sequence, const char* collective) {
   using Clock = std::chrono::steady_clock;
   const bool bounded = timeout_.count() > 0;
-  const Clock::time_point start = bounded ? Clock::now() : Clock::time_point{};
+  Clock::time_point start{};  // read once spinning is over: most waits end before
   long spins = 0;
   for (int peer = 0; peer < size_; ++peer) {
     const std::atomic_ref<std::uint64_t> slot = sequence_slot(peer);
-    while (slot.load(std::memory_order_acquire) < sequence) {
+    for (std::uint64_t seen; (seen = slot.load(std::memory_order_acquire)) < sequence;) {
       if (spins < kSpinsBeforeYield) {
         ++spins;
         cpu_relax();
         continue;
       }
-      sched_yield();
-      if (bounded && ++spins % kYieldsPerClockRead == 0) {
-        const auto waited = Clock::now() - start;
-        if (waited > timeout_) time_out(sequence, collective, waited);
+      if (spins++ == kSpinsBeforeYield) start = Clock::now();
+      const auto waited = Clock::now() - start;
+      if (bounded && waited > timeout_) time_out(sequence, collective, waited);
+      if (waited < kYieldFor) {
+        sched_yield();
+        continue;
       }
+      const auto left = bounded ? timeout_ - waited : kMaxSleep;
+      sleep_on(peer, seen, std::min<std::chrono::nanoseconds>(left, kMaxSleep));
     }
   }
+}
+
+void ShmSegment::sleep_on(int peer, std::uint64_t seen, std::chrono::nanoseconds max_sleep) {
+  const std::atomic_ref<std::uint64_t> sleepers = control_word(peer, kSleepersAt);
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (sequence_slot(peer).load(std::memory_order_seq_cst) == seen) {
+    futex_sleep(control_address(peer, kSequenceAt), seen, max_sleep);
+  }
+  sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 std::span<std::byte> ShmSegment::allocate(std::size_t bytes) {

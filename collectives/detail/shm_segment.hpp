@@ -15,7 +15,9 @@
 //       alternating arena offsets of the owner's input (kNoOffset when it is not in the
 //       arena; see begin_input); then, a cache line each, the number of the Communicator
 //       collective the owner last entered and its "reported a timeout" mark (deadline
-//       reports, collective_watch.hpp: peers read them without the owner's help);
+//       reports, collective_watch.hpp: peers read them without the owner's help), the
+//       fingerprint check's index and values, and the number of peers asleep on the
+//       owner's sequence number (wait_all; shared_futex.hpp);
 //   workspace 0, workspace 1: each `workspace_bytes` of input followed by `workspace_bytes` of
 //       output; a collective alternates between them piece by piece (double buffering), so a
 //       rank may run one piece ahead of its slowest peer without overwriting what it reads.
@@ -117,11 +119,15 @@ class ShmSegment {
   // rank publishes the same numbers in the same order (one per collective stage).
   std::uint64_t next_sequence() const noexcept { return sequence_ + 1; }
   // Stores the next sequence number into this rank's slot (release): everything this rank
-  // wrote to shared memory before is visible to a peer that sees the number.
-  std::uint64_t publish() noexcept;
-  // Returns when every rank has published `sequence` (acquire). Spins briefly, then yields
-  // the core (on a node with no spare core a spinning waiter would take the core of the rank
-  // it waits for). Throws ShmTimeout, and breaks the segment, past the timeout.
+  // wrote to shared memory before is visible to a peer that sees the number. Wakes the peers
+  // asleep on this rank's number, if any (one system call).
+  std::uint64_t publish();
+  // Returns when every rank has published `sequence` (acquire). Spins a few microseconds,
+  // then yields the core for up to 50 us, then sleeps on the late peer's number (futex) until
+  // it publishes: on a node with no spare core a waiter that kept spinning or yielding would
+  // take the core of the rank it waits for (or of its own rank's computation, for the
+  // engine's communication thread). Throws ShmTimeout, and breaks the segment, past the
+  // timeout.
   void wait_all(std::uint64_t sequence, const char* collective);
   // Throws std::logic_error when an earlier wait timed out (the ranks no longer agree).
   void require_usable(const char* collective) const;
@@ -175,8 +181,13 @@ class ShmSegment {
   };
   Region allocate_window(std::size_t bytes_per_rank, const char* what);
   std::atomic_ref<std::uint64_t> sequence_slot(int peer) const noexcept;
+  // Returns the address of `peer`'s 64-bit word at byte `at` of its control slot.
+  std::uint64_t* control_address(int peer, std::size_t at) const noexcept;
   // Returns `peer`'s 64-bit word at byte `at` of its control slot.
   std::atomic_ref<std::uint64_t> control_word(int peer, std::size_t at) const noexcept;
+  // Sleeps until `peer`'s sequence number is no longer `seen`, for at most `max_sleep`,
+  // registered as a sleeper so that the peer's publish() wakes it.
+  void sleep_on(int peer, std::uint64_t seen, std::chrono::nanoseconds max_sleep);
   std::uint64_t* input_slot(int peer) const noexcept;
   std::vector<int> missing(std::uint64_t sequence) const;
   [[noreturn]] void time_out(std::uint64_t sequence, const char* collective,

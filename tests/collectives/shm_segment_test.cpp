@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <string>
 
@@ -102,6 +103,38 @@ TEST_F(ShmSegmentTest, ArenaGivesTheSameOffsetOnEveryRank) {
     EXPECT_EQ(pa[a.size() - 1], std::byte(1 + q));
     EXPECT_EQ(pb[0], std::byte(100 + q));
     EXPECT_EQ(pb[b.size() - 6], std::byte(100 + q));
+  }
+  seg.wait_all(seg.publish(), "test");
+}
+
+// Returns the CPU time this thread has used.
+std::chrono::nanoseconds thread_cpu_time() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+}
+
+TEST_F(ShmSegmentTest, AWaiterForALatePeerSleepsInsteadOfSpinning) {
+  // Rank 0 arrives 300 ms late, computing meanwhile (as a rank still in backward would); every
+  // other rank waits for it and must leave its core to others: less than a tenth of the wait
+  // in CPU time (a spinning or yielding waiter uses all of it).
+  using Clock = std::chrono::steady_clock;
+  ShmSegment seg(node_.get());
+  MPI_Barrier(node_.get());
+  const Clock::time_point start = Clock::now();
+  const std::chrono::nanoseconds cpu_before = thread_cpu_time();
+  if (seg.rank() == 0) {
+    volatile std::uint64_t work = 0;
+    while (Clock::now() - start < std::chrono::milliseconds(300)) work = work + 1;
+  }
+  seg.wait_all(seg.publish(), "test");
+  const auto waited = Clock::now() - start;
+  const auto cpu = thread_cpu_time() - cpu_before;
+  // Ranks leave the barrier a little apart: each waits most of rank 0's 300 ms.
+  EXPECT_GE(waited, std::chrono::milliseconds(200));
+  if (seg.rank() != 0) {
+    EXPECT_LT(cpu, waited / 10) << "a waiter used " << cpu.count() / 1000 << " us of CPU in "
+                                << waited.count() / 1000 << " us";
   }
   seg.wait_all(seg.publish(), "test");
 }
