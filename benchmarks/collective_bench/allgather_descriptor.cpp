@@ -19,6 +19,11 @@ class AllgatherDescriptor final : public CollectiveDescriptor {
     return {count, count / n, count};
   }
 
+  // In place rank r's input is block r of the output (ZeRO stage 1's parameter allgather).
+  std::optional<std::size_t> in_place_offset(const Layout& layout, int rank) const override {
+    return static_cast<std::size_t>(rank) * layout.send_count;
+  }
+
   // Each rank receives (n-1)/n of the output.
   double bus_factor(int nranks) const override {
     const double n = nranks;

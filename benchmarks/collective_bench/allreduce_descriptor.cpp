@@ -19,6 +19,11 @@ class AllreduceDescriptor final : public CollectiveDescriptor {
     return {count, count, count};
   }
 
+  // In place the buffer is both input and output (the engine's buckets).
+  std::optional<std::size_t> in_place_offset(const Layout& /*layout*/, int /*rank*/) const override {
+    return 0;
+  }
+
   // Each rank sends and receives 2 (n-1)/n of the buffer in a bandwidth-optimal allreduce.
   double bus_factor(int nranks) const override {
     const double n = nranks;

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,13 +28,14 @@ struct Layout {
   std::size_t recv_count = 0;  // elements of the output; 0 when the call works in place
 };
 
-// The buffers of one type in a group: this rank's input and the output.
+// The buffers of one type in a group: this rank's input and the output, in memory the
+// GroupBench owns (ordinary or shared; in place, send lies inside recv).
 struct Buffers {
   DType type = DType::f32;
   std::size_t esize = 0;  // bytes per element
   Layout layout;
-  std::vector<std::byte> send;
-  std::vector<std::byte> recv;
+  std::span<std::byte> send;
+  std::span<std::byte> recv;
 };
 
 // One algorithm a collective offers: a name of the Communicator's table of algorithms.
@@ -59,6 +62,12 @@ class CollectiveDescriptor {
   // Returns the number of elements of this rank's output that differ from the closed-form
   // expected values, after one run on inputs written by fill().
   virtual std::uint64_t count_wrong(const Buffers& b, int rank, int nranks) const = 0;
+  // Returns where this rank's input starts in the output (elements) when the collective runs
+  // in place (--in-place); nullopt when it has no in-place form.
+  virtual std::optional<std::size_t> in_place_offset(const Layout& /*layout*/,
+                                                     int /*rank*/) const {
+    return std::nullopt;
+  }
 
   // The algorithms: the one place that lists them (algorithms(), from the Communicator's
   // table: algorithm_names of the collective) and the one place that runs them by name

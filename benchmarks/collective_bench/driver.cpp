@@ -96,6 +96,14 @@ Plan plan_of(const Options& opt) {
     throw UsageError("--min-bytes (" + opt.min_bytes + ") is larger than --max-bytes (" +
                      opt.max_bytes + ")");
   }
+  if (opt.buffers != "private" && opt.buffers != "shared") {
+    throw UsageError("--buffers: '" + opt.buffers + "' is neither private nor shared");
+  }
+  const int probe_ranks = 2;
+  const Layout probe = p.collective->layout(16, probe_ranks);
+  if (opt.in_place && probe.recv_count > 0 && !p.collective->in_place_offset(probe, 0)) {
+    throw UsageError("--in-place: " + opt.op + " has no in-place form");
+  }
   if (opt.iters < 0) throw UsageError("--iters must be positive");
   if (opt.warmup < -1) throw UsageError("--warmup must be 0 or more");
   return p;
@@ -123,9 +131,18 @@ std::vector<Row> run_rows(const Communicator& comm, const Options& opt) {
   const bool print = comm.rank() == 0;
   const std::string_view redop = plan.collective->redop();
   if (print) print_header(opt, plan.types.size(), comm.size(), comm.node_count());
-  GroupBench bench(comm, *plan.collective, plan.algos);
+  const auto groups = groups_of(plan.types, plan.min_bytes, plan.max_bytes);
+  const Placement placement{opt.buffers == "shared", opt.in_place};
+  std::size_t shared_capacity = 0;
+  for (const auto& [count, group] : groups) {
+    shared_capacity = std::max(shared_capacity, GroupBench::bytes_needed(*plan.collective, count,
+                                                                         group, comm.size(),
+                                                                         opt.in_place));
+  }
+  GroupBench bench(comm, *plan.collective, plan.algos, placement,
+                   placement.shared ? shared_capacity : 0);
   std::vector<Row> rows;
-  for (const auto& [count, group] : groups_of(plan.types, plan.min_bytes, plan.max_bytes)) {
+  for (const auto& [count, group] : groups) {
     for (const Row& row : bench.run(count, group, opt.iters, opt.warmup, opt.check)) {
       if (print) print_row(row, redop);
       rows.push_back(row);
@@ -146,7 +163,7 @@ int run(const Communicator& comm, const Options& opt) {
   if (print) {
     print_footers(all_rows, plan.types, plan.algos, opt.check, total_wrong);
     if (json_file.is_open()) {
-      json_file << json_document(opt.op, comm.size(), redop, all_rows).dump(1) << '\n';
+      json_file << json_document(opt, comm.size(), redop, all_rows).dump(1) << '\n';
     }
   }
   return total_wrong == 0 ? 0 : 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "balanced_order.hpp"
 
@@ -24,9 +25,39 @@ double GroupBench::BlockStats::rel_error(int iters_per_block) const {
 }
 
 GroupBench::GroupBench(const Communicator& comm, const CollectiveDescriptor& collective,
-                       const std::vector<std::string>& algos)
-    : comm_(comm), collective_(collective), algos_(algos) {
+                       const std::vector<std::string>& algos, Placement placement,
+                       std::size_t shared_capacity)
+    : comm_(comm), collective_(collective), algos_(algos), placement_(placement) {
   for (const std::string& a : algos_) runners_.push_back(collective_.runner(comm_, a));
+  if (placement_.shared) shared_memory_ = comm_.allocate_shared(shared_capacity);
+}
+
+namespace {
+
+constexpr std::size_t kBufferAlignBytes = 64;
+
+std::size_t aligned(std::size_t bytes) {
+  return (bytes + kBufferAlignBytes - 1) / kBufferAlignBytes * kBufferAlignBytes;
+}
+
+// Returns true when a rank's input lies inside the output (--in-place, where the collective
+// has an in-place form; broadcast is in place always: its output is its input).
+bool send_in_recv(const CollectiveDescriptor& collective, const Layout& layout, bool in_place) {
+  return in_place && layout.recv_count > 0 && collective.in_place_offset(layout, 0).has_value();
+}
+
+}  // namespace
+
+std::size_t GroupBench::bytes_needed(const CollectiveDescriptor& collective, std::size_t count,
+                                     const std::vector<DType>& types, int nranks, bool in_place) {
+  const Layout layout = collective.layout(std::max<std::size_t>(1, count), nranks);
+  std::size_t bytes = 0;
+  for (DType type : types) {
+    const std::size_t esize = dtype_bytes(type);
+    bytes += aligned(layout.recv_count * esize);
+    if (!send_in_recv(collective, layout, in_place)) bytes += aligned(layout.send_count * esize);
+  }
+  return bytes;
 }
 
 std::vector<Row> GroupBench::run(std::size_t nominal_count, const std::vector<DType>& types,
@@ -44,18 +75,43 @@ std::vector<Row> GroupBench::run(std::size_t nominal_count, const std::vector<DT
   return rows_of(interleave(probe, block_iters_max, iters), check);
 }
 
-// send: this rank's input; recv: the output (none for a collective that works in place).
+// send: this rank's input; recv: the output (none for a collective that works in place),
+// each type's on 64-byte boundaries of one zero-filled block of private or shared memory.
 void GroupBench::allocate_and_fill(std::size_t nominal_count, const std::vector<DType>& types) {
   const Layout layout = collective_.layout(std::max<std::size_t>(1, nominal_count), comm_.size());
-  buffers_.clear();  // the previous group's memory goes first
+  const std::size_t need =
+      bytes_needed(collective_, nominal_count, types, comm_.size(), placement_.in_place);
+  buffers_.clear();
+  std::span<std::byte> memory;
+  if (placement_.shared) {
+    if (need > shared_memory_.size()) {
+      throw std::logic_error("collective_bench: a group needs more shared memory than reserved");
+    }
+    memory = shared_memory_.first(need);
+    std::memset(memory.data(), 0, memory.size());
+  } else {
+    private_memory_.clear();  // the previous group's memory goes first
+    private_memory_.shrink_to_fit();
+    private_memory_.assign(need, std::byte{0});
+    memory = private_memory_;
+  }
+  std::size_t at = 0;
+  const auto take = [&](std::size_t bytes) {
+    const std::span<std::byte> part = memory.subspan(at, bytes);
+    at += aligned(bytes);
+    return part;
+  };
+  const bool inside = send_in_recv(collective_, layout, placement_.in_place);
   buffers_.resize(types.size());
   for (std::size_t t = 0; t < types.size(); ++t) {
     Buffers& b = buffers_[t];
     b.type = types[t];
     b.esize = dtype_bytes(b.type);
     b.layout = layout;
-    b.send.assign(layout.send_count * b.esize, std::byte{0});
-    b.recv.assign(layout.recv_count * b.esize, std::byte{0});
+    b.recv = take(layout.recv_count * b.esize);
+    b.send = inside ? b.recv.subspan(*collective_.in_place_offset(layout, comm_.rank()) * b.esize,
+                                     layout.send_count * b.esize)
+                    : take(layout.send_count * b.esize);
     collective_.fill(b, comm_.rank());
   }
 }
@@ -141,8 +197,8 @@ std::vector<Row> GroupBench::rows_of(const Timings& timings, bool check) {
 // Returns the number of wrong elements over all ranks after one fresh run of case c.
 std::uint64_t GroupBench::verify(const Case& c) {
   Buffers& b = buffers_[c.buffers];
-  collective_.fill(b, comm_.rank());
   std::memset(b.recv.data(), 0xff, b.recv.size());
+  collective_.fill(b, comm_.rank());  // after: in place, the input lies inside recv
   execute(c);
   const std::uint64_t wrong = collective_.count_wrong(b, comm_.rank(), comm_.size());
   return static_cast<std::uint64_t>(

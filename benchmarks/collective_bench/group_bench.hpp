@@ -33,11 +33,24 @@ constexpr double kCheckSeconds = 0.05;
 // the (shared, 2-core) machine falls on every row alike.
 constexpr double kBlockSeconds = 1e-4;
 
+// Where a group's buffers live (Options::buffers, Options::in_place).
+struct Placement {
+  bool shared = false;    // in the node's shared segment (Communicator::allocate_shared)
+  bool in_place = false;  // send inside recv, where the collective has an in-place form
+};
+
 class GroupBench {
  public:
   // algos: the algorithms of every row, "mpi" first (vs_mpi divides by its row).
+  // shared_capacity: with placement.shared, the bytes of shared memory to allocate once for
+  // every group of the run (bytes_needed of the largest); collective over the node.
   GroupBench(const Communicator& comm, const CollectiveDescriptor& collective,
-             const std::vector<std::string>& algos);
+             const std::vector<std::string>& algos, Placement placement,
+             std::size_t shared_capacity);
+
+  // Returns the bytes the buffers of a group of `count` elements of `types` take.
+  static std::size_t bytes_needed(const CollectiveDescriptor& collective, std::size_t count,
+                                  const std::vector<DType>& types, int nranks, bool in_place);
 
   // Returns the rows of one group: for each type of `types` (in that order), one row per
   // algorithm, for buffers of about `nominal_count` elements. Every row runs the same number
@@ -78,6 +91,9 @@ class GroupBench {
   const CollectiveDescriptor& collective_;
   std::vector<std::string> algos_;
   std::vector<Runner> runners_;  // per algorithm, as algos_
+  Placement placement_;
+  std::vector<std::byte> private_memory_;  // the current group's buffers (private)
+  std::span<std::byte> shared_memory_;     // every group's buffers (shared), reused
   std::vector<Buffers> buffers_;  // per type of the current group
   std::vector<Case> cases_;       // the rows of the current group
 };

@@ -57,6 +57,12 @@ void add_options(CLI::App& app, mpitrain::bench::Options& opt) {
                  "iterations per size and algorithm (default: until the means are known to 1%)");
   app.add_option("--warmup", opt.warmup, "warm-up iterations per row (default: 2)");
   app.add_flag("--check", opt.check, "verify results against closed-form values");
+  app.add_option("--buffers", opt.buffers,
+                 "private (ordinary memory, the default) | shared (the node's shared segment, "
+                 "as the engine's gradient buckets)");
+  app.add_flag("--in-place", opt.in_place,
+               "send is recv (allreduce) or this rank's block of it (allgather), as the "
+               "engine's buckets");
   app.add_option("--json", opt.json, "also write the rows as JSON to FILE");
   app.add_option("--tune", opt.tune,
                  "measure every collective and algorithm, write the fastest per size to FILE "

@@ -22,6 +22,11 @@ struct Options {
   bool check = false;
   std::string json;
   std::string tune;  // --tune FILE: write the fastest algorithm per size as a table
+  // Where the buffers live: "private" (ordinary memory: the algorithms copy through their own
+  // buffers) or "shared" (the node's shared segment, Communicator::allocate_shared, where the
+  // engine keeps its gradient buckets: shm reads peers' buffers in place).
+  std::string buffers = "private";
+  bool in_place = false;  // send is recv (allreduce) or this rank's block of it (allgather)
 };
 
 // Usage errors: reported by rank 0, exit code 2 on every rank.

@@ -91,6 +91,9 @@ void print_header(const Options& opt, std::size_t type_count, int world_size, in
   std::printf("# collective_bench: %s, %s, %d ranks on %d node(s)\n", opt.op.c_str(),
               opt.dtype.c_str(), world_size, node_count);
   std::printf("# %s\n", MpiRuntime::library_version().substr(0, 60).c_str());
+  std::printf("# buffers: %s%s\n",
+              opt.buffers == "shared" ? "shared (the node's shared segment)" : "private",
+              opt.in_place ? ", in place" : "");
   const bool several = type_count > 1;
   if (opt.iters > 0) {
     std::printf("# %d iterations per %s, interleaved in ~100 us blocks\n", opt.iters,
@@ -132,7 +135,7 @@ void print_footers(const std::vector<Row>& rows, const std::vector<DType>& types
   std::printf("#\n");
 }
 
-nlohmann::json json_document(const std::string& op, int world_size, std::string_view redop,
+nlohmann::json json_document(const Options& opt, int world_size, std::string_view redop,
                              const std::vector<Row>& rows) {
   nlohmann::json out = nlohmann::json::array();
   for (const Row& r : rows) {
@@ -142,7 +145,9 @@ nlohmann::json json_document(const std::string& op, int world_size, std::string_
                    {"wrong", r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr)},
                    {"vs_mpi", r.vs_mpi}});
   }
-  return nlohmann::json{{"op", op}, {"world_size", world_size}, {"rows", out}};
+  return nlohmann::json{{"op", opt.op},           {"world_size", world_size},
+                        {"buffers", opt.buffers}, {"in_place", opt.in_place},
+                        {"rows", out}};
 }
 
 }  // namespace mpitrain::bench

@@ -26,8 +26,8 @@ void print_row(const Row& row, std::string_view redop);
 void print_footers(const std::vector<Row>& rows, const std::vector<DType>& types,
                    const std::vector<std::string>& algos, bool check, std::uint64_t total_wrong);
 
-// Returns the --json document: {"op", "world_size", "rows": [...]}.
-nlohmann::json json_document(const std::string& op, int world_size, std::string_view redop,
+// Returns the --json document: {"op", "world_size", "buffers", "in_place", "rows": [...]}.
+nlohmann::json json_document(const Options& opt, int world_size, std::string_view redop,
                              const std::vector<Row>& rows);
 
 }  // namespace mpitrain::bench

@@ -2,9 +2,10 @@
 """Checks a collective_bench --json file against DESIGN.md section 8.
 
   check_bench_json.py FILE --op OP --world-size N --type T [T ...] --algos A [A ...]
-                      --min-bytes B --max-bytes B
+                      --min-bytes B --max-bytes B [--buffers private|shared] [--in-place]
 
-Top level: exactly {"op", "world_size", "rows"}; every row exactly {"size", "count", "type",
+Top level: exactly {"op", "world_size", "buffers", "in_place", "rows"}, buffers and in_place
+as given (private and false by default); every row exactly {"size", "count", "type",
 "redop", "algo", "time_us", "algbw", "busbw", "wrong", "vs_mpi"}; for every type, its sizes
 double from min to max with one row per algorithm each, in the order given; size = count *
 element bytes; algbw = size / time; busbw = algbw * the op's factor; vs_mpi = busbw / busbw
@@ -43,13 +44,19 @@ def main():
     p.add_argument("--algos", nargs="+", required=True)
     p.add_argument("--min-bytes", type=int, required=True)
     p.add_argument("--max-bytes", type=int, required=True)
+    p.add_argument("--buffers", choices=["private", "shared"], default="private")
+    p.add_argument("--in-place", action="store_true")
     a = p.parse_args()
 
     errors = []
     with open(a.file) as f:
         data = json.load(f)
-    if set(data) != {"op", "world_size", "rows"}:
+    if set(data) != {"op", "world_size", "buffers", "in_place", "rows"}:
         errors.append(f"top-level keys {sorted(data)}")
+    if data.get("buffers") != a.buffers:
+        errors.append(f"buffers {data.get('buffers')!r}, expected {a.buffers!r}")
+    if data.get("in_place") is not a.in_place:
+        errors.append(f"in_place {data.get('in_place')!r}, expected {a.in_place!r}")
     if data.get("op") != a.op:
         errors.append(f"op {data.get('op')!r}, expected {a.op!r}")
     if data.get("world_size") != a.world_size:

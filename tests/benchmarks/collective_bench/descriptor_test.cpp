@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,17 +25,23 @@ const DType kTypes[] = {DType::f32, DType::f64, DType::bf16, DType::f16};
 
 class DescriptorTest : public ::testing::Test {
  protected:
-  // Returns buffers of `type` laid out by `collective` for `nominal_count`, inputs filled.
+  // Returns buffers of `type` laid out by `collective` for `nominal_count` in send_memory_
+  // and recv_memory_, inputs filled.
   Buffers buffers(const CollectiveDescriptor& collective, DType type, std::size_t nominal_count) {
     Buffers b;
     b.type = type;
     b.esize = dtype_bytes(type);
     b.layout = collective.layout(nominal_count, comm_.size());
-    b.send.assign(b.layout.send_count * b.esize, std::byte{0});
-    b.recv.assign(b.layout.recv_count * b.esize, std::byte{0xff});
+    send_memory_.assign(b.layout.send_count * b.esize, std::byte{0});
+    recv_memory_.assign(b.layout.recv_count * b.esize, std::byte{0xff});
+    b.send = send_memory_;
+    b.recv = recv_memory_;
     collective.fill(b, comm_.rank());
     return b;
   }
+
+  std::vector<std::byte> send_memory_;
+  std::vector<std::byte> recv_memory_;
 
   MpiRuntime runtime_;
   Communicator comm_{runtime_};
@@ -52,7 +59,7 @@ TEST_F(DescriptorTest, EveryAlgorithmPassesItsCheckAndACorruptedOutputFails) {
           Buffers b = buffers(*collective, type, count);
           run(b);
           EXPECT_EQ(collective->count_wrong(b, comm_.rank(), comm_.size()), 0u);
-          std::vector<std::byte>& out = b.layout.recv_count > 0 ? b.recv : b.send;
+          const std::span<std::byte> out = b.layout.recv_count > 0 ? b.recv : b.send;
           std::memset(out.data(), 0xff, b.esize);  // NaN in the first element
           EXPECT_EQ(collective->count_wrong(b, comm_.rank(), comm_.size()), 1u);
         }
