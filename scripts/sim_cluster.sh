@@ -20,10 +20,12 @@
 # other nodes: the rsh agent (OMPI_MCA_plm_rsh_agent), the MCA settings that keep the traffic
 # on the simulated links and make waiting ranks yield the core (busy polling starves the
 # kernel's packet processing on a small machine: 8 ms for a 1 KiB allreduce instead of
-# 10 us), and SIM_CLUSTER_HOSTFILE (every node with S slots, default 2), so that
-#   sim_cluster.sh run -- mpirun --hostfile '$SIM_CLUSTER_HOSTFILE' -np 4 ./program
+# 10 us), Open MPI's run-as-root variables (namespaces need root, so mpirun runs as root),
+# and SIM_CLUSTER_HOSTFILE (every node with S slots, default 2), so that
+#   sim_cluster.sh run -- sh -c 'mpirun --hostfile "$SIM_CLUSTER_HOSTFILE" -np 4 ./program'
 # places 2 ranks on node1 and 2 on node2 (`--map-by node` puts one rank on each node).
-# CMD runs with the caller's environment and working folder (all nodes see the same files).
+# CMD runs as given (no shell), with the caller's environment and working folder (all nodes
+# see the same files).
 #
 # State lives in $SIM_CLUSTER_RUN_DIR (default /run/mpitrain-sim-cluster)/PREFIX: what `up`
 # created, one line each, so `down` removes exactly that. `up` twice is fine (the second
@@ -180,6 +182,8 @@ OMPI_MCA_btl=tcp,vader,self
 OMPI_MCA_btl_tcp_if_include=$SUBNET.0/24
 OMPI_MCA_oob_tcp_if_include=$SUBNET.0/24
 OMPI_MCA_mpi_yield_when_idle=1
+OMPI_ALLOW_RUN_AS_ROOT=1
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 EOF
 }
 
