@@ -275,11 +275,12 @@ cmd_up() {
 }
 
 cmd_down() {
-  with_lock
+  # Nothing to do needs no lock, nor rights: a machine where up was skipped downs fine.
   if [ ! -d "$(state_dir)" ]; then
     say "'$name' is not up; nothing to do"
     return 0
   fi
+  with_lock
   teardown || die "could not remove everything of '$name' (state kept in $(state_dir))"
   rmdir "$run_root" 2>/dev/null  # when no other cluster is up
   say "'$name' is down"
