@@ -52,6 +52,8 @@ Scenarios:
   zero_stage       distributed.zero_stage: 1 at 2 ranks: the memory line (optimizer state
                    halved), the same weights as stage 0, a sharded checkpoint (manifest
                    zero_stage 1) that resumes at 1 rank with stage 0
+  multinode_env_check  on a simulated cluster (CTest multinode.trainer.env_check): `trainer
+                   env` and `trainer check` at 2 nodes x 2 ranks (check names shm as not run)
   multinode_resume on a simulated cluster (scripts/sim_cluster.sh, 4 nodes; CTest runs it as
                    multinode.trainer.resume_layouts): 2 nodes x 2 ranks stopped by SIGUSR1
                    to mpirun, resumed at 4 nodes x 1 rank (bitwise as an uninterrupted
@@ -755,6 +757,17 @@ def model_weights(project):
     """Returns {name: bytes} of the project's model.h5 (bitwise comparisons)."""
     with h5py.File(os.path.join(project, "model.h5"), "r") as f:
         return {name: f[name][()].tobytes() for name in f}
+
+
+def scenario_multinode_env_check(r):
+    """Run on node1 of a simulated cluster (CTest multinode.trainer.env_check): `trainer env`
+    and `trainer check` at 2 nodes x 2 ranks."""
+    code, out, _ = r.run(4, "env", hosts=LAYOUTS["2x2"], expect=0)
+    check("ranks        4 on 2 nodes (node1, node2); this node: 2 ranks" in out, out)
+    code, out, _ = r.run(4, "check", hosts=LAYOUTS["2x2"], expect=0)
+    check("# trainer check: 4 ranks on 2 nodes" in out and "OK: 0 wrong results" in out, out)
+    check("allreduce sum ring f32" in out and "allreduce max reduce_bcast f16" in out, out)
+    check("not run: the ranks span 2 nodes, shm runs within one" in out, out)
 
 
 def scenario_multinode_resume(r):
