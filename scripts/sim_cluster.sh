@@ -1,7 +1,7 @@
 #!/bin/bash
 # sim_cluster.sh: K simulated nodes on this machine, for multi-node tests and experiments.
 #
-#   sim_cluster.sh up --nodes K [--rate RATE] [--name PREFIX] [--slots S]
+#   sim_cluster.sh up --nodes K [--rate RATE] [--name PREFIX] [--slots S] [--fresh]
 #   sim_cluster.sh run [--name PREFIX] [--node I] -- CMD...
 #   sim_cluster.sh status [--name PREFIX]
 #   sim_cluster.sh down [--name PREFIX]
@@ -29,7 +29,9 @@
 #
 # State lives in $SIM_CLUSTER_RUN_DIR (default /run/mpitrain-sim-cluster)/PREFIX: what `up`
 # created, one line each, so `down` removes exactly that. `up` twice is fine (the second
-# says so, or rebuilds a cluster of another shape); `down` with nothing up is fine.
+# says so, or rebuilds a cluster of another shape); `down` with nothing up is fine. `up
+# --fresh` first removes a cluster of that name left up (by a test run that was killed:
+# CTest's fixture uses it, so no process of an earlier run stays in the nodes).
 # `down` ends the processes still running inside the cluster's namespaces (left by a failed
 # test: nothing else runs there), by pid.
 #
@@ -47,6 +49,7 @@ nodes=""
 rate=""
 slots=2
 node=1
+fresh=0
 self=$(readlink -f "$0")
 
 say() { echo "sim_cluster: $*" >&2; }
@@ -62,6 +65,7 @@ parse() {
       --name) name=${2:-}; shift 2 || usage ;;
       --slots) slots=${2:-}; shift 2 || usage ;;
       --node) node=${2:-}; shift 2 || usage ;;
+      --fresh) fresh=1; shift ;;
       --) shift; cmd=("$@"); return ;;
       *) say "unknown option '$1'"; usage ;;
     esac
@@ -255,6 +259,10 @@ cmd_up() {
   fi
   require_namespaces
   with_lock
+  if [ $fresh = 1 ] && [ -d "$(state_dir)" ]; then
+    say "--fresh: removing the '$name' that is up"
+    teardown || die "could not remove the previous '$name'"
+  fi
   if is_up; then
     if [ "$(config_value nodes)" = "$nodes" ] && [ "$(config_value rate)" = "$rate" ] &&
        [ "$(config_value slots)" = "$slots" ]; then
