@@ -5,7 +5,9 @@
 // Construct it first in main(), before MPI starts its own threads: it blocks the two signals
 // in the calling thread, every thread created afterwards inherits that mask, and a watcher
 // thread takes them with sigtimedwait. So no signal handler runs and no global is touched.
-// Destruction restores the previous mask.
+// Destruction restores the previous mask. Threads that libraries start while they load,
+// before main (OpenBLAS's), do not inherit it: the trainer blocks the signals earlier still,
+// from its .preinit_array (apps/trainer.cpp).
 
 #include <atomic>
 #include <csignal>

@@ -22,7 +22,10 @@
 // in a collective; so does the watchdog when a phase makes no progress for
 // distributed.timeout_s seconds.
 
+#include <pthread.h>
+
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -54,6 +57,27 @@
 #include "watchdog.hpp"
 
 namespace {
+
+// SIGTERM and SIGUSR1 are blocked before any shared library's initialiser runs, not only in
+// main (StopSignal): OpenBLAS starts its worker threads while it loads, before main, when it
+// sees more than one core (a rank that mpirun does not bind to a core: oversubscribed, or
+// --bind-to none), and such a thread, not blocking them, took the signal with the default
+// action: SIGUSR1 to mpirun at 3 or 4 ranks on 2 cores ended ranks with "exited on signal
+// 10" instead of a checkpoint. The executable's .preinit_array runs before the libraries'
+// constructors (System V ABI), so every thread inherits the mask and StopSignal's watcher
+// takes the signals with sigtimedwait as designed.
+void block_stop_signals_before_libraries(int, char**, char**) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGUSR1);
+  if (const int rc = pthread_sigmask(SIG_BLOCK, &set, nullptr); rc != 0) {
+    std::fprintf(stderr, "trainer: pthread_sigmask(SIG_BLOCK) failed (error %d): SIGTERM/SIGUSR1 "
+                         "may end a rank without a checkpoint\n", rc);
+  }
+}
+[[gnu::used, gnu::section(".preinit_array")]] constexpr void (*kBlockStopSignalsEarly)(int, char**, char**) =
+    &block_stop_signals_before_libraries;
 
 using namespace mpitrain;
 

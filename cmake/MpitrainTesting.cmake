@@ -73,3 +73,73 @@ function(mpitrain_add_test name)
     SKIP_REGULAR_EXPRESSION "${MPITRAIN_SKIP_REGEX}"
     LABELS "${ARG_LABELS}")
 endfunction()
+
+# ---- multi-node tests (label multinode) ----------------------------------------------------
+# They run across simulated nodes on this machine: scripts/sim_cluster.sh brings up network
+# namespaces with host names of their own (the fixture test multinode.up, tests/CMakeLists.txt)
+# and removes them (multinode.down, run even when a test failed). The cluster's name derives
+# from the build folder, so two build trees on one machine do not share (or remove) one
+# cluster. A machine without namespace rights makes sim_cluster.sh exit 77 with the reason:
+# the tests are reported as skipped, never passed.
+set(MPITRAIN_SIM_CLUSTER ${PROJECT_SOURCE_DIR}/scripts/sim_cluster.sh)
+string(MD5 MPITRAIN_SIM_CLUSTER_HASH "${PROJECT_BINARY_DIR}")
+string(SUBSTRING "${MPITRAIN_SIM_CLUSTER_HASH}" 0 8 MPITRAIN_SIM_CLUSTER_HASH)
+set(MPITRAIN_SIM_CLUSTER_NAME "mpitrain-ctest-${MPITRAIN_SIM_CLUSTER_HASH}")
+# Four nodes: the 2 x 2 layout uses the first two, the 4 x 1 layout all of them.
+set(MPITRAIN_SIM_CLUSTER_NODES 4)
+set(MPITRAIN_SIM_CLUSTER_RATE 2gbit)
+
+# mpitrain_add_multinode_test(<name> NODES <n> COMMAND <command...> [TIMEOUT <s>])
+# Registers multinode.<name>: <command> run on node1 of the simulated cluster (with the
+# environment mpirun needs to reach the other nodes), MPITRAIN_TEST_NODES=<n> set for it.
+# Every multinode test runs 4 ranks (PROCESSORS 4).
+function(mpitrain_add_multinode_test name)
+  cmake_parse_arguments(ARG "" "NODES;TIMEOUT" "COMMAND" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_test(NAME multinode.${name}
+    COMMAND ${MPITRAIN_SIM_CLUSTER} run --name ${MPITRAIN_SIM_CLUSTER_NAME} -- ${ARG_COMMAND})
+  set_tests_properties(multinode.${name} PROPERTIES
+    ENVIRONMENT "${MPITRAIN_MPI_TEST_ENV};MPITRAIN_TEST_NODES=${ARG_NODES}"
+    TIMEOUT ${ARG_TIMEOUT}
+    FIXTURES_REQUIRED sim_cluster
+    RESOURCE_LOCK sim_cluster
+    SKIP_RETURN_CODE 77
+    SKIP_REGULAR_EXPRESSION "${MPITRAIN_SKIP_REGEX}"
+    PROCESSORS 4
+    LABELS multinode)
+endfunction()
+
+# mpitrain_add_multinode_mpi_test(<target> [LAYOUT NxK] [NAME <name>] [ARGS <args...>])
+# Registers an MPI GoogleTest binary built by mpitrain_add_mpi_test as multinode.<name>
+# (default: the target's name, with .<layout> appended for layouts other than 2x2): N nodes x
+# K ranks each (default 2x2), ranks placed node by node.
+function(mpitrain_add_multinode_mpi_test target)
+  cmake_parse_arguments(ARG "" "LAYOUT;NAME;TIMEOUT" "ARGS" ${ARGN})
+  if(NOT ARG_LAYOUT)
+    set(ARG_LAYOUT 2x2)
+  endif()
+  if(NOT ARG_NAME)
+    set(ARG_NAME ${target})
+    if(NOT ARG_LAYOUT STREQUAL "2x2")
+      set(ARG_NAME ${target}.${ARG_LAYOUT})
+    endif()
+  endif()
+  string(REPLACE "x" ";" layout ${ARG_LAYOUT})
+  list(GET layout 0 nodes)
+  list(GET layout 1 per_node)
+  math(EXPR ranks "${nodes} * ${per_node}")
+  set(hosts "")
+  foreach(i RANGE 1 ${nodes})
+    list(APPEND hosts "node${i}:${per_node}")
+  endforeach()
+  string(REPLACE ";" "," hosts "${hosts}")
+  set(timeout_arg "")
+  if(ARG_TIMEOUT)
+    set(timeout_arg TIMEOUT ${ARG_TIMEOUT})
+  endif()
+  mpitrain_add_multinode_test(${ARG_NAME} NODES ${nodes} ${timeout_arg}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} --host ${hosts}
+            ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS} ${ARG_ARGS})
+endfunction()

@@ -36,6 +36,8 @@ LONG = {
     "build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
     "benchmarks/": "minutes of benchmarking (and python3-torch); benchmarks.* smoke tests cover it",
     "MPITRAIN_ALGORITHM_TABLE=": "a pattern for any program ('...'), not a command",
+    "sudo scripts/sim_cluster.sh":
+        "network namespaces (root) beside other users' clusters; CTest multinode.* (label multinode) runs the tool",
     "mpirun -np 2 build/apps/trainer --config configs/fashion_mnist_cnn.yaml":
         "minutes of training a CNN; CTest trainer_torchscript.fashion_cnn runs it",
     "mpirun -np 2 build/apps/trainer --config configs/fortunes_gpt.yaml":

@@ -52,6 +52,12 @@ Scenarios:
   zero_stage       distributed.zero_stage: 1 at 2 ranks: the memory line (optimizer state
                    halved), the same weights as stage 0, a sharded checkpoint (manifest
                    zero_stage 1) that resumes at 1 rank with stage 0
+  multinode_env_check  on a simulated cluster (CTest multinode.trainer.env_check): `trainer
+                   env` and `trainer check` at 2 nodes x 2 ranks (check names shm as not run)
+  multinode_resume on a simulated cluster (scripts/sim_cluster.sh, 4 nodes; CTest runs it as
+                   multinode.trainer.resume_layouts): 2 nodes x 2 ranks stopped by SIGUSR1
+                   to mpirun, resumed at 4 nodes x 1 rank (bitwise as an uninterrupted
+                   2 x 2 run) and 1 node x 4 ranks (to rounding: another summation order)
 Each failure prints the command and its output.
 """
 import argparse
@@ -66,6 +72,7 @@ import sys
 import time
 
 import h5py
+import numpy
 
 TRAIN_KEYS = ["step", "epoch", "loss", "lr", "grad_norm", "loss_scale", "skipped_steps",
               "samples_per_s", "time_s", "wall_time"]
@@ -94,15 +101,18 @@ class Runner:
         self.work = args.work
         self.source = args.source
 
-    def command(self, ranks, *trainer_args, sets=()):
-        cmd = [self.mpiexec, "-n", str(ranks), "--oversubscribe", self.trainer, *trainer_args]
+    def command(self, ranks, *trainer_args, sets=(), hosts=None):
+        """hosts: mpiexec's --host list (the simulated cluster's nodes), else this machine."""
+        cmd = [self.mpiexec, "-n", str(ranks), "--oversubscribe"]
+        cmd += ["--host", hosts] if hosts else []
+        cmd += [self.trainer, *trainer_args]
         for s in sets:
             cmd += ["--set", s]
         return cmd
 
-    def run(self, ranks, *trainer_args, sets=(), timeout=300, expect=None):
+    def run(self, ranks, *trainer_args, sets=(), timeout=300, expect=None, hosts=None):
         """Runs to completion; returns (exit code, stdout + stderr, seconds)."""
-        cmd = self.command(ranks, *trainer_args, sets=sets)
+        cmd = self.command(ranks, *trainer_args, sets=sets, hosts=hosts)
         start = time.monotonic()
         p = subprocess.run(cmd, cwd=self.work, capture_output=True, text=True, timeout=timeout)
         seconds = time.monotonic() - start
@@ -186,21 +196,7 @@ def scenario_preempt_resume(r):
                             "training.log_every=10"]
 
     def interrupted(send):
-        proc = subprocess.Popen(r.command(2, sets=long_run + ["project.resume=latest"]),
-                                cwd=r.work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
-        # Wait until training runs (the first progress line, "epoch 0 step 10/..."), then signal.
-        out = ""
-        for line in proc.stdout:
-            out += line
-            if line.startswith("epoch ") and " step " in line:
-                break
-        send(proc)
-        out += proc.stdout.read()
-        code = proc.wait(timeout=120)
-        check(code == 0, f"after the signal the trainer must exit 0, got {code}\n{out}")
-        check("stop requested" in out, out)
-        return out
+        return stopped_by_signal(r, r.command(2, sets=long_run + ["project.resume=latest"]), send)
 
     interrupted(lambda p: p.send_signal(signal.SIGUSR1))  # Open MPI forwards it to every rank
     first = [row["step"] for row in read_metrics(project) if "eval" not in row]
@@ -218,6 +214,25 @@ def scenario_preempt_resume(r):
     steps = [row["step"] for row in read_metrics(project) if "eval" not in row]
     check(steps == sorted(steps) and len(set(steps)) == len(steps),
           f"metrics steps must keep increasing across runs: {steps}")
+
+
+def stopped_by_signal(r, cmd, send):
+    """Runs cmd (a trainer job), calls send(process) once training runs (the first progress
+    line, "epoch 0 step 10/..."), and checks that the trainer then stops with exit 0;
+    returns the output."""
+    proc = subprocess.Popen(cmd, cwd=r.work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    out = ""
+    for line in proc.stdout:
+        out += line
+        if line.startswith("epoch ") and " step " in line:
+            break
+    send(proc)
+    out += proc.stdout.read()
+    code = proc.wait(timeout=120)
+    check(code == 0, f"after the signal the trainer must exit 0, got {code}\n{out}")
+    check("stop requested" in out, out)
+    return out
 
 
 def scenario_sigterm_mpirun(r):
@@ -731,6 +746,72 @@ def scenario_zero_stage(r):
     _, out, _ = r.run(1, sets=SYNTHETIC + [f"project.dir={zero}", "project.resume=latest",
                                            "training.max_steps=30"], expect=0)
     check("done after 30 steps" in out, out)
+
+
+# Layouts of 4 ranks on the simulated cluster (scripts/sim_cluster.sh: host names node1..node4),
+# as mpiexec --host lists: nodes x ranks per node.
+LAYOUTS = {"2x2": "node1:2,node2:2", "1x4": "node1:4", "4x1": "node1:1,node2:1,node3:1,node4:1"}
+
+
+def model_weights(project):
+    """Returns {name: bytes} of the project's model.h5 (bitwise comparisons)."""
+    with h5py.File(os.path.join(project, "model.h5"), "r") as f:
+        return {name: f[name][()].tobytes() for name in f}
+
+
+def scenario_multinode_env_check(r):
+    """Run on node1 of a simulated cluster (CTest multinode.trainer.env_check): `trainer env`
+    and `trainer check` at 2 nodes x 2 ranks."""
+    code, out, _ = r.run(4, "env", hosts=LAYOUTS["2x2"], expect=0)
+    check("ranks        4 on 2 nodes (node1, node2); this node: 2 ranks" in out, out)
+    code, out, _ = r.run(4, "check", hosts=LAYOUTS["2x2"], expect=0)
+    check("# trainer check: 4 ranks on 2 nodes" in out and "OK: 0 wrong results" in out, out)
+    check("allreduce sum ring f32" in out and "allreduce max reduce_bcast f16" in out, out)
+    check("not run: the ranks span 2 nodes, shm runs within one" in out, out)
+
+
+def scenario_multinode_resume(r):
+    """Run on node1 of a simulated cluster of 4 nodes (CTest multinode.trainer.resume_layouts
+    does, through sim_cluster.sh run): trains at 2 nodes x 2 ranks, is stopped with SIGUSR1 to
+    mpirun, and resumes from that checkpoint at 4 nodes x 1 rank and at 1 node x 4 ranks.
+    Across nodes the resumed weights equal, bit for bit, those of one uninterrupted 2 x 2 run.
+    On one node they agree to rounding only: there shm sums each gradient in rank order, across
+    nodes Open MPI's allreduce sums in another order, so a few elements differ in the last bit
+    (reported by the test; a bitwise check would fail)."""
+    first = r.project("first")
+    run = SYNTHETIC + ["training.epochs=1000", "training.log_every=10", "training.eval=false"]
+    out = stopped_by_signal(r, r.command(4, sets=run + [f"project.dir={first}"], hosts=LAYOUTS["2x2"]),
+                            lambda p: p.send_signal(signal.SIGUSR1))  # forwarded to every node
+    check("4 ranks on 2 nodes" in out, f"the trainer must see 2 nodes:\n{out}")
+    saved = json.load(open(latest_manifest(first)))["step"]
+    end = saved + 12
+    weights = {}
+    for layout in ("4x1", "1x4"):
+        project = r.project(f"resumed_{layout}")
+        shutil.copytree(first, project)  # the same checkpoint, resumed once per layout
+        _, out, _ = r.run(4, sets=run + [f"project.dir={project}", "project.resume=latest",
+                                         f"training.max_steps={end}"],
+                          hosts=LAYOUTS[layout], expect=0)
+        check(f"resumed at step {saved}" in out and f"done after {end} steps" in out, out)
+        nodes = "1 node" if layout == "1x4" else "4 nodes"
+        check(f"4 ranks on {nodes}" in out, f"the trainer must see {nodes}:\n{out}")
+        weights[layout] = model_weights(r.project(f"resumed_{layout}"))
+    straight = r.project("straight")
+    r.run(4, sets=run + [f"project.dir={straight}", f"training.max_steps={end}"],
+          hosts=LAYOUTS["2x2"], expect=0)
+    check(model_weights(straight) == weights["4x1"],
+          f"stopped at step {saved} at 2 x 2 and resumed at 4 x 1 to step {end}: the weights "
+          f"differ from those of one uninterrupted run at 2 x 2")
+    differing, worst = 0, 0.0
+    for name, data in weights["1x4"].items():
+        a = numpy.frombuffer(data, dtype=numpy.float32)
+        b = numpy.frombuffer(weights["4x1"][name], dtype=numpy.float32)
+        differing += int((a != b).sum())
+        worst = max(worst, float((numpy.abs(a - b) / numpy.maximum(numpy.abs(a), 1e-3)).max()))
+    check(worst <= 1e-5, f"resumed at 1 x 4 and at 4 x 1: relative difference {worst:.3g}")
+    print(f"stopped at step {saved} at 2x2; resumed to step {end} at 4x1: bitwise equal to an "
+          f"uninterrupted 2x2 run; at 1x4: {differing} of the weights differ, by at most "
+          f"{worst:.3g} (relative: the shm allreduce's summation order)")
 
 
 def main():

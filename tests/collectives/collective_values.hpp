@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mpitrain/collectives/communicator.hpp"
@@ -130,6 +131,15 @@ inline bool identical_on_all_ranks(const Communicator& comm, const void* data, s
   const auto h = static_cast<std::int64_t>(fnv1a(data, n));
   const std::vector<std::int64_t> all = comm.allgather_value(h);
   return std::all_of(all.begin(), all.end(), [h](std::int64_t x) { return x == h; });
+}
+
+// Returns the algorithms of `op` that can run on this communicator's layout: every name of
+// algorithm_names(op) but shm when the ranks span nodes (shm runs within one node and declines
+// there: CommunicatorTest.ShmDeclinesAcrossNodes checks how).
+inline std::vector<std::string_view> runnable_algorithms(const Communicator& comm, Collective op) {
+  std::vector<std::string_view> names = algorithm_names(op);
+  if (comm.node_count() > 1) std::erase(names, std::string_view("shm"));
+  return names;
 }
 
 inline std::string describe(DType type, ReduceOp op, std::size_t count) {
