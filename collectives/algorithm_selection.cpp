@@ -4,15 +4,17 @@
 // EPYC VM shared with other work), `collective_bench --algo all` with the rows of a size
 // interleaved (vs_mpi: busbw over MPI's in the same run; ranges over 2-3 runs of 2026-11-24):
 //
-// Ranks of one node (shm is there; allreduce bytes are one rank's buffer as sent). shm copies
-// ordinary buffers through its workspaces piece by piece, and from about 64 KiB its speed
-// varied from run to run far more than the ring's or MPI's (f32 allreduce at 4-16 MiB:
-// 1.5-2.3x MPI in one run, 0.75-1.0x in another; broadcast at 64 KiB-16 MiB: 0.3-1.9x), so
-// the default takes it only where it won in every run:
-//   - f32 (and the other native types, by bytes): shm below 64 KiB (1.2-2.35x MPI); the ring
-//     from 64 KiB (1.05-1.55x up to 16 MiB, 1.96-2.3x from 32 MiB; shm 0.75-3.4x there).
-//   - bf16, f16: MPI below 8 KiB (shm 0.82-1.47x), shm from 8 to 16 KiB (1.61-1.81x), the ring
-//     from 16 KiB (the rules below: 1.03-1.76x up to 16 MiB, 2.1-2.7x from 32 MiB).
+// Ranks of one node (shm is there; allreduce bytes are one rank's buffer as sent). Until
+// 2026-11-27 shm's waits yielded the core in a loop, and from about 64 KiB its speed varied
+// from run to run (f32 allreduce at 4-16 MiB: 1.5-2.3x MPI in one run, 0.75-1.0x in
+// another), so the ring had the large sizes. Since its waiters sleep on a futex after 50 us
+// (shm_segment.cpp), shm copied through its workspaces (ordinary buffers) beat MPI and the
+// ring at every size in 2026-11-27's runs (`--dtype f32,bf16 --algo all --min-bytes 1K
+// --max-bytes 256M`, rows interleaved, the machine shared with compilers, load 3-6):
+//   - f32 (and the other native types, by bytes): shm at every size: 1.6-3.0x MPI below
+//     64 KiB, 1.4-2.4x from 64 KiB to 16 MiB (one run had a dip to 0.44-0.93x at 1-2 MiB under
+//     load 6), 2.8-4.1x from 32 MiB; the ring 0.6-2.5x.
+//   - bf16, f16: shm at every size: 1.3-2.9x MPI below 64 KiB, 1.4-4.4x above.
 //   - fp32 data on a 16-bit wire: the fused ring, as across nodes (below).
 //   - reduce_scatter: shm at every size (2.0-10.7x: MPI_Reduce_scatter_block is slow here).
 //   - allgather: shm below 8 KiB per rank (1.8-5.8x); MPI above (shm 0.22-0.87x: it copies
@@ -95,8 +97,8 @@ SelectionRule rule(Collective op, DTypeSet types, std::size_t min_bytes, std::si
   return r;
 }
 
-// Returns the rules for 2 or more ranks on one node: shared memory or the ring per size band
-// (allreduce), and shm for reduce_scatter, small allgathers and most broadcasts, from the
+// Returns the rules for 2 or more ranks on one node: shared memory for every allreduce but
+// fp32 data on a 16-bit wire, every reduce_scatter, small allgathers and broadcasts, from the
 // measurements at the top of this file.
 std::vector<SelectionRule> one_node_rules() {
   // Returns an allreduce band of ordinary (not 16-bit wire) data.
@@ -108,9 +110,8 @@ std::vector<SelectionRule> one_node_rules() {
   };
   const DTypeSet native = dtype_set({DType::f32, DType::f64, DType::i32, DType::i64, DType::u8});
   std::vector<SelectionRule> rules = {
-      band(native, 0, 64 * KiB, "shm"),
-      band(native, 64 * KiB, kNoEnd, "ring"),
-      band(kHalf, 8 * KiB, 16 * KiB, "shm"),
+      band(native, 0, kNoEnd, "shm"),
+      band(kHalf, 0, kNoEnd, "shm"),
       rule(Collective::reduce_scatter, kAnyDType, 0, kNoEnd, "shm"),
       rule(Collective::allgather, kAnyDType, 0, 8 * KiB, "shm"),
       rule(Collective::broadcast, kAnyDType, 0, 32 * KiB, "shm"),

@@ -79,10 +79,13 @@ TEST(AlgorithmSelection, BuiltinTable) {
   EXPECT_EQ(choose(query(DType::f16, ReduceOp::avg, 4u << 10, 3)), "ring");
   EXPECT_EQ(choose(query(DType::f16, ReduceOp::avg, (4u << 10) - 1, 3)), "mpi");
   EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 1u << 30, 1), any_algorithm), "mpi");
-  // One node: shared memory or the ring by band; fp32 data on a 16-bit wire keeps the ring.
+  // One node: shared memory at every size and type; fp32 data on a 16-bit wire keeps the ring.
   EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 32u << 10, 2), any_algorithm), "shm");
-  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 1u << 20, 2), any_algorithm), "ring");
+  EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 1u << 20, 2), any_algorithm), "shm");
+  EXPECT_EQ(sel.choose(query(DType::f64, ReduceOp::max, 1u << 30, 3), any_algorithm), "shm");
   EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 8u << 10, 4), any_algorithm), "shm");
+  EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 1u << 10, 2), any_algorithm), "shm");
+  EXPECT_EQ(sel.choose(query(DType::f16, ReduceOp::avg, 64u << 20, 2), any_algorithm), "shm");
   EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2, true), any_algorithm),
             "ring");
   SelectionQuery rs = query(DType::f32, ReduceOp::sum, 4u << 20, 2);

@@ -162,8 +162,8 @@ void expect_rules_across_nodes(const Communicator& comm) {
 
 TEST_F(CommunicatorTest, DefaultAlgorithmRule) {
   // The built-in table (collectives/algorithm_selection.cpp). One rank: MPI for everything.
-  // Ranks of one node: shared memory or the ring by size band (bytes as sent); the rules for
-  // ranks across nodes are also checked in algorithm_selection_test.cpp.
+  // Ranks of one node: shared memory for every type and size; the rules for ranks across
+  // nodes are also checked in algorithm_selection_test.cpp.
   if (comm_.node_count() > 1) return expect_rules_across_nodes(comm_);
   const auto expect = [&](std::size_t bytes, DType t, ReduceOp op, std::string_view algo) {
     EXPECT_EQ(comm_.default_allreduce_algorithm(bytes / dtype_bytes(t), t, op),
@@ -174,22 +174,13 @@ TEST_F(CommunicatorTest, DefaultAlgorithmRule) {
   constexpr std::size_t MiB = KiB * KiB;
   for (ReduceOp op : kAllOps) {
     for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8}) {
-      expect(8, t, op, "shm");
-      expect(64 * KiB - 8, t, op, "shm");
-      expect(64 * KiB, t, op, "ring");
-      expect(256 * MiB, t, op, "ring");
+      for (std::size_t bytes : {std::size_t{8}, 64 * KiB - 8, 64 * KiB, 4 * MiB, 256 * MiB}) {
+        expect(bytes, t, op, "shm");
+      }
     }
     for (DType t : {DType::bf16, DType::f16}) {
-      // shm from 8 to 16 KiB; elsewhere the rules that also hold across nodes: the ring from
-      // 16 KiB (2 KiB for averages) times size() - 1, MPI below.
-      const std::size_t ring_from = (op == ReduceOp::avg ? 2 : 16) * KiB * (n() - 1);
-      const auto expected = [&](std::size_t bytes) {
-        if (bytes >= 8 * KiB && bytes < 16 * KiB) return "shm";
-        return bytes >= ring_from ? "ring" : "mpi";
-      };
-      for (std::size_t bytes : {std::size_t{2}, 8 * KiB - 2, 8 * KiB, 16 * KiB - 2, 16 * KiB,
-                                ring_from > 2 ? ring_from - 2 : 0, ring_from, 32 * MiB}) {
-        expect(bytes, t, op, expected(bytes));
+      for (std::size_t bytes : {std::size_t{2}, 8 * KiB, 16 * KiB, 4 * MiB, 32 * MiB}) {
+        expect(bytes, t, op, "shm");
       }
     }
   }
