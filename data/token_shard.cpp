@@ -36,7 +36,7 @@ void check_vocabulary(const fs::path& file, const std::vector<std::uint16_t>& to
   }
 }
 
-// Returns the files of `pattern` in name order (glob(3) sorts them), or the pattern itself
+// Returns the files of `pattern` in name order (byte order), or the pattern itself
 // when it is an existing file; throws when nothing matches.
 std::vector<fs::path> matching_files(const std::string& pattern) {
   glob_t found{};
@@ -46,11 +46,14 @@ std::vector<fs::path> matching_files(const std::string& pattern) {
     for (std::size_t i = 0; i < found.gl_pathc; ++i) files.emplace_back(found.gl_pathv[i]);
   }
   ::globfree(&found);
-  if (rc == GLOB_NOMATCH || files.empty()) {
+  if (rc == GLOB_NOMATCH) {
     throw std::runtime_error("no token shard file '" + pattern + "' (nor any file matching it as a pattern)");
   }
-  if (rc != 0) throw std::runtime_error("cannot list the token shards of '" + pattern + "' (glob error)");
-  std::sort(files.begin(), files.end());
+  if (rc != 0) {
+    throw std::runtime_error("cannot list the token shards of '" + pattern + "': " +
+                             (rc == GLOB_NOSPACE ? "out of memory" : "a folder of the pattern cannot be read"));
+  }
+  std::sort(files.begin(), files.end());  // glob sorts by the locale; name order is byte order
   return files;
 }
 
