@@ -13,7 +13,7 @@ and printed as a table (median of the rounds) with ratios, as nccl-tests print t
 --torchscript measures the TorchScript models of models/ instead (fashion_mnist_cnn.pt on
 Fashion-MNIST, fortunes_gpt.pt on the fortunes corpus in windows of block_size + 1 bytes),
 each at 1 and 2 ranks in the same run, mpitrain's Engine (torchscript_bench.cpp: the module
-through TorchModel, as the trainer trains it) against PyTorch's Python DDP with gloo on the
+through TorchModel, as the trainer trains it; its defaults, and overlap off) against PyTorch's Python DDP with gloo on the
 same module (ddp_gloo.py --torchscript: torch.jit.load, wrapped in DDP): a row per model,
 ranks and implementation, with the scaling (samples/s at 2 ranks / at 1 rank) and mpitrain /
 DDP at the same ranks.
@@ -56,7 +56,7 @@ def command(impl, args):
 # --torchscript: (name, file under models/, task, the option giving its batch per rank).
 TORCHSCRIPT_MODELS = [("fashion_mnist_cnn", "fashion_mnist_cnn.pt", "classification", "batch"),
                       ("fortunes_gpt", "fortunes_gpt.pt", "language_model", "gpt_batch")]
-TORCHSCRIPT_IMPLS = [GLOO, "mpitrain"]
+TORCHSCRIPT_IMPLS = [GLOO, "mpitrain", "mpitrain_overlap_off"]
 
 
 def torchscript_command(impl, model, ranks, args):
@@ -68,7 +68,8 @@ def torchscript_command(impl, model, ranks, args):
     if impl == GLOO:
         return [sys.executable, str(HERE / "ddp_gloo.py"), "--nproc", str(ranks)] + common
     return ([args.mpiexec, "-n", str(ranks), "--oversubscribe",
-             str(Path(args.build) / "benchmarks" / "libtorch_torchscript_bench")] + common)
+             str(Path(args.build) / "benchmarks" / "libtorch_torchscript_bench")] + common +
+            ["--overlap", "off" if impl == "mpitrain_overlap_off" else "on"])
 
 
 def run_once(impl, args, cmd=None):
@@ -108,14 +109,14 @@ def main_torchscript(args):
           f"OPENBLAS_NUM_THREADS=1)")
     print(f"# load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
     print("#")
-    print(f"# {'model':>17} {'ranks':>5} {'impl':>16} {'samples/s':>10} {'step_ms':>8} {'scaling':>8} "
+    print(f"# {'model':>17} {'ranks':>5} {'impl':>20} {'samples/s':>10} {'step_ms':>8} {'scaling':>8} "
           f"{'vs_ddp':>7}   rounds (samples/s)")
     for model, ranks, impl in runs:
         run = (model, ranks, impl)
         step_ms = statistics.median(r["step_ms"] for r in results[run])
         scaling = median[(model, 2, impl)] / median[(model, 1, impl)]
         rounds = " ".join(f"{r['samples_per_s']:.0f}" for r in results[run])
-        print(f"  {model[0]:>17} {ranks:>5} {impl:>16} {median[run]:>10.1f} {step_ms:>8.2f} "
+        print(f"  {model[0]:>17} {ranks:>5} {impl:>20} {median[run]:>10.1f} {step_ms:>8.2f} "
               f"{scaling if ranks == 2 else 1.0:>8.3f} {median[run] / median[(model, ranks, GLOO)]:>7.3f}   {rounds}")
     print("#")
     print("# scaling: samples/s at 2 ranks / at 1 rank of the same implementation; vs_ddp: / PyTorch DDP gloo's "

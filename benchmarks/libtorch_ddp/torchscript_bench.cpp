@@ -4,10 +4,12 @@
 // trainer's model.kind torchscript trains it (mpitrain::libtorch::TorchModel on the
 // torch::jit::Module; torch's AdamW over its trained parameters, each tied tensor once,
 // stepped by mpitrain's one-pass kernel; buffers broadcast before each forward as DDP does).
-// Same batches, AdamW and timing as ddp_gloo.py --torchscript.
+// Same batches, AdamW and timing as ddp_gloo.py --torchscript. The row is mpitrain (the
+// Engine's defaults, as the trainer's) or mpitrain_overlap_off (--overlap off).
 //
 //   mpirun -np N libtorch_torchscript_bench --torchscript models/fortunes_gpt.pt
 //       --task language_model [--block-size 128] [--batch 8] [--warmup 20] [--steps 200]
+//       [--overlap on|off]
 //
 // classification: Fashion-MNIST, each image (1, 28, 28) pixel / 255, softmax cross-entropy.
 // language_model: the fortunes corpus (/usr/share/games/fortunes, read as the trainer's
@@ -69,12 +71,14 @@ int main(int argc, char** argv) try {
   std::string path;
   std::string task = "classification";
   std::size_t block_size = 128;
+  std::string overlap = "on";
   CLI::App app{"a TorchScript module through mpitrain's Engine"};
   bench::add_options(app, options);
   app.add_option("--torchscript", path, "the module's .pt file (torch.jit.save)")->required();
   app.add_option("--task", task, "classification | language_model")
       ->check(CLI::IsMember({"classification", "language_model"}));
   app.add_option("--block-size", block_size, "language_model: tokens per window");
+  app.add_option("--overlap", overlap, "reduce buckets during backward")->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);  // one thread per rank: 2 ranks on 2 cores
   options.model = std::filesystem::path(path).stem().string();
@@ -85,13 +89,14 @@ int main(int argc, char** argv) try {
   torch::optim::AdamW optimizer(unique_trained_parameters(module), torch::optim::AdamWOptions(1e-3));
   mpitrain::EngineConfig config;
   config.blas_threads = 1;
+  config.overlap = overlap == "on";
   mpitrain::Engine engine(config, comm);
   mpitrain::libtorch::TorchModel model(engine, module, optimizer);
   mpitrain::data::DataLoader loader =
       engine.make_loader(training_set(task, block_size), {.batch_size = options.batch, .seed = 42});
   const bool lm = task == "language_model";
   mpitrain::data::Batch batch;
-  bench::run_timed(comm, "mpitrain", options, [&](std::size_t) {
+  bench::run_timed(comm, overlap == "on" ? "mpitrain" : "mpitrain_overlap_off", options, [&](std::size_t) {
     loader.next(batch);
     const auto rows = static_cast<std::int64_t>(batch.labels.size());
     const torch::Tensor f = torch::from_blob(batch.features.data(),
