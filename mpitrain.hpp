@@ -67,6 +67,8 @@
 #include <mpitrain/data/idx_dataset.hpp>
 #include <mpitrain/data/synthetic_dataset.hpp>
 #include <mpitrain/data/text_dataset.hpp>
+#include <mpitrain/data/token_shard.hpp>
+#include <mpitrain/data/token_windows.hpp>
 #include <mpitrain/data/torch_randperm.hpp>
 
 // checkpoint/: checkpoint files, manifest, CheckpointManager, save_model

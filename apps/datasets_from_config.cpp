@@ -9,6 +9,8 @@
 #include "mpitrain/data/idx_dataset.hpp"
 #include "mpitrain/data/synthetic_dataset.hpp"
 #include "mpitrain/data/text_dataset.hpp"
+#include "mpitrain/data/token_shard.hpp"
+#include "mpitrain/data/token_windows.hpp"
 
 namespace mpitrain::app {
 namespace {
@@ -99,12 +101,73 @@ void open_text(const TrainConfig& config, DataSets& sets) {
   sets.num_classes = 256;
 }
 
+// Returns the shards of `pattern` (the value of `key`), each token checked against
+// data.tokens.vocab_size; a reader's complaint (naming the file) becomes a ConfigError naming
+// the key.
+data::TokenCorpus read_shards(const TrainConfig& config, const std::string& key, const std::string& pattern) {
+  try {
+    return data::read_token_shards(pattern, static_cast<std::size_t>(config.data.tokens.vocab_size));
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const bool vocab = what.find("not below the vocabulary size") != std::string::npos;
+    throw ConfigError(config.origin(key) + ": " + key + ": " + what +
+                      (vocab ? " (data.tokens.vocab_size, the model's output width)" : ""));
+  }
+}
+
+// Returns the windows of tokens [begin, end) of `tokens` (of `corpus`, read from `key`'s
+// pattern), described as the `range` of that pattern.
+std::shared_ptr<const data::Dataset> token_windows(const TrainConfig& config, const std::string& key,
+                                                   const data::TokenCorpus& corpus,
+                                                   std::shared_ptr<const std::vector<std::uint16_t>> tokens,
+                                                   std::size_t begin, std::size_t end, const std::string& range) {
+  const auto& t = config.data.tokens;
+  const std::string name =
+      fmt::format("tokens {} ({} file{}, {} tokens): {} [{}, {})", key == "data.tokens.val" ? *t.val : *t.train,
+                  corpus.files.size(), corpus.files.size() == 1 ? "" : "s", tokens->size(), range, begin, end);
+  try {
+    return std::make_shared<data::TokenWindows<std::uint16_t>>(std::move(tokens), begin, end,
+                                                               static_cast<std::size_t>(t.block_size),
+                                                               static_cast<std::size_t>(t.vocab_size), name, "tokens");
+  } catch (const std::invalid_argument& e) {
+    const std::string blamed = key == "data.tokens.val" ? key : "data.tokens.block_size";
+    throw ConfigError(config.origin(blamed) + ": " + blamed + ": " + e.what());
+  }
+}
+
+// The shards of data.tokens.train for training; those of data.tokens.val for evaluation,
+// or, when it is null, the tail validation_fraction of train's tokens (when it holds a
+// window), as text data holds out its tail.
+void open_tokens(const TrainConfig& config, DataSets& sets) {
+  const auto& t = config.data.tokens;
+  data::TokenCorpus train = read_shards(config, "data.tokens.train", *t.train);
+  const std::size_t n = train.tokens.size();
+  const std::size_t split =
+      t.val ? n : static_cast<std::size_t>(static_cast<double>(n) * (1.0 - t.validation_fraction));
+  const auto tokens = std::make_shared<const std::vector<std::uint16_t>>(std::move(train.tokens));
+  sets.train = token_windows(config, "data.tokens.train", train, tokens, 0, split, "training tokens");
+  if (t.val) {
+    data::TokenCorpus val = read_shards(config, "data.tokens.val", *t.val);
+    const std::size_t m = val.tokens.size();
+    sets.test = token_windows(config, "data.tokens.val", val,
+                              std::make_shared<const std::vector<std::uint16_t>>(std::move(val.tokens)), 0, m,
+                              "validation tokens");
+  } else if (n - split > static_cast<std::size_t>(t.block_size)) {
+    sets.test = token_windows(config, "data.tokens.train", train, tokens, split, n, "validation tokens");
+  }
+  sets.num_classes = static_cast<std::size_t>(t.vocab_size);
+}
+
 }  // namespace
 
 DataSets make_datasets(const TrainConfig& config) {
   DataSets sets;
   if (config.data.kind == "text") {
     open_text(config, sets);
+    return sets;
+  }
+  if (config.data.kind == "tokens") {
+    open_tokens(config, sets);
     return sets;
   }
   if (config.data.kind == "synthetic") {

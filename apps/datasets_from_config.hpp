@@ -1,7 +1,9 @@
 #pragma once
 // The trainer's data sets from the `data.*` keys: IDX files (Fashion-MNIST by default), an
-// HDF5 file (features and labels datasets, read by hyperslab), or a synthetic problem whose
-// test set holds examples the training set does not.
+// HDF5 file (features and labels datasets, read by hyperslab), a synthetic problem whose
+// test set holds examples the training set does not, or a language model's windows of tokens:
+// the bytes of text files (data.text) or the uint16 ids of llm.c's token shards
+// (data.tokens; num_classes = data.tokens.vocab_size, every token checked against it).
 
 #include <memory>
 

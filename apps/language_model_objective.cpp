@@ -14,10 +14,9 @@ float LanguageModelObjective::loss(const Tensor&, const data::Batch&, Tensor&) c
 }
 
 void LanguageModelObjective::score(const Tensor& output, const data::Batch& batch, std::vector<float>& rows) const {
-  constexpr std::size_t kVocab = 256;
   const std::size_t width = batch.features.dim(1);  // block_size + 1
   const std::size_t block = width - 1;
-  if (output.numel() != output.dim(0) * block * kVocab) {
+  if (output.numel() != output.dim(0) * block * vocab_) {
     throw std::logic_error(fmt::format("LanguageModelObjective::score: output of {} values for {} windows of {}",
                                        output.numel(), output.dim(0), block));
   }
@@ -25,10 +24,10 @@ void LanguageModelObjective::score(const Tensor& output, const data::Batch& batc
     const float* window = batch.features.data() + r * width;
     double sum = 0.0;
     for (std::size_t t = 0; t < block; ++t) {
-      const float* z = output.data() + (r * block + t) * kVocab;
-      const float top = *std::max_element(z, z + kVocab);
+      const float* z = output.data() + (r * block + t) * vocab_;
+      const float top = *std::max_element(z, z + vocab_);
       double exp_sum = 0.0;
-      for (std::size_t k = 0; k < kVocab; ++k) exp_sum += std::exp(static_cast<double>(z[k] - top));
+      for (std::size_t k = 0; k < vocab_; ++k) exp_sum += std::exp(static_cast<double>(z[k] - top));
       const auto target = static_cast<std::size_t>(window[t + 1]);
       sum += std::log(exp_sum) + static_cast<double>(top - z[target]);
     }
@@ -39,7 +38,7 @@ void LanguageModelObjective::score(const Tensor& output, const data::Batch& batc
 }
 
 std::string LanguageModelObjective::describe_metric(double mean) const {
-  return fmt::format("{:.4f} bits per byte (perplexity {:.2f})", mean, std::exp2(mean));
+  return fmt::format("{:.4f} bits per {} (perplexity {:.2f})", mean, unit_, std::exp2(mean));
 }
 
 }  // namespace mpitrain::app

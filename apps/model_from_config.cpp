@@ -28,7 +28,7 @@ Model make_torchscript(const TrainConfig& config, std::size_t features, std::siz
   Model model;
   model.external = make_torchscript_model(config, features, classes);
   if (config.model.torchscript.task == "language_model") {
-    model.objective = std::make_unique<LanguageModelObjective>();
+    model.objective = std::make_unique<LanguageModelObjective>(classes, config.data.kind == "text" ? "byte" : "token");
   } else {
     model.objective = std::make_unique<ClassificationObjective>();
   }

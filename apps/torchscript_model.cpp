@@ -84,7 +84,7 @@ void check_on_dummy_batch(const TrainConfig& config, torch::jit::Module& module,
   std::vector<std::int64_t> wanted = dims;
   if (!lm) wanted.resize(1);
   wanted.push_back(static_cast<std::int64_t>(classes));
-  const std::string input_key = lm ? "data.text.block_size" : "model.input_shape";
+  const std::string input_key = lm ? config.block_size_key() : "model.input_shape";
   torch::NoGradGuard no_grad;
   module.eval();
   torch::jit::IValue out;
@@ -105,7 +105,8 @@ void check_on_dummy_batch(const TrainConfig& config, torch::jit::Module& module,
         config.origin("model.path"), shape_text(dims),
         out.isTensor() ? "of shape " + shape_text(got) : "a " + out.tagKind() + ", not a tensor",
         config.model.torchscript.task, classes, lm ? "(batch, block_size, classes)" : "(batch, classes)",
-        shape_text(wanted)));
+        shape_text(wanted) +
+            (config.data.kind == "tokens" ? " (the classes are data.tokens.vocab_size: set it to the model's)" : "")));
   }
 }
 
@@ -254,6 +255,11 @@ std::string generate_text(const TrainConfig& config, const std::filesystem::path
   if (config.model.kind != "torchscript" || !is_language_model(config)) {
     throw ConfigError(config.origin("model.task") +
                       ": model.task: trainer generate needs model.kind torchscript with model.task language_model");
+  }
+  if (config.data.kind != "text") {
+    // It writes bytes: token ids of a shard mean nothing without their tokenizer.
+    throw ConfigError(config.origin("data.kind") + ": data.kind: trainer generate writes bytes, so it needs a "
+                      "byte-level model trained on data.kind text, not " + config.data.kind);
   }
   if (!(options.temperature >= 0) || !std::isfinite(options.temperature)) {
     throw ConfigError("--temperature: must be a finite number >= 0");

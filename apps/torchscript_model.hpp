@@ -46,7 +46,8 @@ struct GenerateOptions {
 
 // Returns the prompt followed by `options.tokens` bytes sampled one at a time from the
 // language model of `config.model` (model.task language_model) with the weights of
-// `weights` (a checkpoint folder or a model.h5 / .safetensors, checkpoint::read_model): each
+// `weights` (a checkpoint folder or a model.h5 / .safetensors, checkpoint::read_model;
+// data.kind text, since it writes bytes): each
 // step feeds the last data.text.block_size bytes and samples from softmax(logits of the last
 // position / temperature). Throws ConfigError for a config that is not such a model (or a
 // temperature < 0), std::runtime_error naming the tensor when the weights do not fit.

@@ -324,6 +324,11 @@ void read_data(const Values& v, TrainConfig& c) {
   c.data.text.path = v.at("data.text.path").as<std::string>();
   c.data.text.block_size = v.at("data.text.block_size").as<std::int64_t>();
   c.data.text.validation_fraction = v.at("data.text.validation_fraction").as<double>();
+  c.data.tokens.train = opt_string(v, "data.tokens.train");
+  c.data.tokens.val = opt_string(v, "data.tokens.val");
+  c.data.tokens.validation_fraction = v.at("data.tokens.validation_fraction").as<double>();
+  c.data.tokens.block_size = v.at("data.tokens.block_size").as<std::int64_t>();
+  c.data.tokens.vocab_size = v.at("data.tokens.vocab_size").as<std::int64_t>();
   c.data.classes = opt<std::int64_t>(v, "data.classes");
   c.data.batch_size = v.at("data.batch_size").as<std::int64_t>();
   c.data.shuffle = v.at("data.shuffle").as<bool>();
@@ -382,13 +387,18 @@ void check_combinations(const TrainConfig& c, const std::string& where) {
     throw ConfigError(c.origin("model.kind") +
                       ": model.path: model.kind torchscript needs model.path (a file saved by torch.jit.save)");
   }
-  if (c.model.torchscript.task == "language_model" && (c.model.kind != "torchscript" || c.data.kind != "text")) {
+  const bool token_data = c.data.kind == "text" || c.data.kind == "tokens";
+  if (c.model.torchscript.task == "language_model" && (c.model.kind != "torchscript" || !token_data)) {
     throw ConfigError(c.origin("model.task") +
-                      ": model.task: language_model needs model.kind torchscript and data.kind text");
+                      ": model.task: language_model needs model.kind torchscript and data.kind text or tokens");
   }
-  if (c.data.kind == "text" && (c.model.kind != "torchscript" || c.model.torchscript.task != "language_model")) {
+  if (token_data && (c.model.kind != "torchscript" || c.model.torchscript.task != "language_model")) {
+    throw ConfigError(c.origin("data.kind") + ": data.kind: " + c.data.kind +
+                      " data trains model.kind torchscript with model.task language_model");
+  }
+  if (c.data.kind == "tokens" && !c.data.tokens.train) {
     throw ConfigError(c.origin("data.kind") +
-                      ": data.kind: text data trains model.kind torchscript with model.task language_model");
+                      ": data.tokens.train: data.kind tokens needs data.tokens.train (an llm.c .bin shard or a glob)");
   }
   if (c.data.kind == "idx") {
     if (!c.data.train.images || !c.data.train.labels) {
@@ -430,6 +440,10 @@ std::string effective_config_yaml(const std::string& path, const std::vector<std
 std::string TrainConfig::origin(const std::string& key) const {
   const auto it = origins.find(key);
   return it != origins.end() ? it->second : source;
+}
+
+std::string TrainConfig::block_size_key() const {
+  return data.kind == "tokens" ? "data.tokens.block_size" : "data.text.block_size";
 }
 
 TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {

@@ -63,6 +63,13 @@ struct TrainConfig {
       std::int64_t block_size = 0;     // data.text.block_size: tokens a model sees at once
       double validation_fraction = 0;  // data.text.validation_fraction: the held-out tail
     } text;
+    struct {
+      std::optional<std::string> train;  // data.tokens.train: a shard or a glob of shards
+      std::optional<std::string> val;    // data.tokens.val: the same; null: a tail of train
+      double validation_fraction = 0;    // data.tokens.validation_fraction: that tail
+      std::int64_t block_size = 0;       // data.tokens.block_size: tokens a model sees at once
+      std::int64_t vocab_size = 0;       // data.tokens.vocab_size: the model's output width
+    } tokens;
     std::optional<std::int64_t> classes;  // data.classes: the model's outputs; null: derived
     std::int64_t batch_size = 0;
     bool shuffle = true, drop_last = false, split_batches = false, even_batches = true;
@@ -119,6 +126,9 @@ struct TrainConfig {
   // Returns where `key` was set, to start an error message found after loading (a check
   // that needs the data or the checkpoint folder): its origin, or `source` for a default.
   std::string origin(const std::string& key) const;
+  // Returns the key of a language model's window length: data.tokens.block_size for
+  // data.kind tokens, data.text.block_size otherwise.
+  std::string block_size_key() const;
 };
 
 // Returns the configuration of `path` (empty: defaults only) with `overrides` ("a.b=v",

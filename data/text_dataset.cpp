@@ -94,37 +94,4 @@ TextCorpus read_text_files(const fs::path& path) {
   return corpus;
 }
 
-TextDataset::TextDataset(std::shared_ptr<const std::vector<std::uint8_t>> tokens, std::size_t begin,
-                         std::size_t end, std::size_t block_size, std::string name)
-    : tokens_(std::move(tokens)), begin_(begin), end_(end), block_size_(block_size), windows_(0),
-      name_(std::move(name)), feature_shape_{block_size + 1} {
-  if (block_size_ == 0) throw std::invalid_argument("TextDataset: block_size must be at least 1");
-  if (!tokens_ || begin_ > end_ || end_ > tokens_->size()) {
-    throw std::invalid_argument("TextDataset: range [" + std::to_string(begin_) + ", " + std::to_string(end_) +
-                                ") is not inside the " + std::to_string(tokens_ ? tokens_->size() : 0) + " tokens");
-  }
-  windows_ = end_ - begin_ > block_size_ ? (end_ - begin_ - 1) / block_size_ : 0;
-  if (windows_ == 0) {
-    throw std::invalid_argument("TextDataset: " + name_ + " holds " + std::to_string(end_ - begin_) +
-                                " tokens, fewer than one window of block_size + 1 = " +
-                                std::to_string(block_size_ + 1));
-  }
-}
-
-std::string TextDataset::describe() const {
-  return "text " + name_ + " (" + std::to_string(windows_) + " windows of " + std::to_string(block_size_ + 1) +
-         " byte tokens)";
-}
-
-void TextDataset::read_batch(std::span<const std::size_t> indices, std::span<float> features_out,
-                             std::span<std::int32_t> labels_out) const {
-  const std::size_t width = block_size_ + 1;
-  for (std::size_t k = 0; k < indices.size(); ++k) {
-    const std::uint8_t* window = tokens_->data() + begin_ + indices[k] * block_size_;
-    std::transform(window, window + width, features_out.begin() + static_cast<std::ptrdiff_t>(k * width),
-                   [](std::uint8_t t) { return static_cast<float>(t); });
-    labels_out[k] = 0;
-  }
-}
-
 }  // namespace mpitrain::data

@@ -46,9 +46,11 @@ LONG = {
         "needs the GPT run above; CTest trainer_torchscript.gpt runs generate",
 }
 
-# Commands that need the optional libtorch component (MPITRAIN_TORCH): run when it is built,
+# Commands that need the optional libtorch component (MPITRAIN_TORCH): run when it is built
+# (before LONG is consulted: the short GPT run on token shards shares the long run's prefix),
 # otherwise listed as not run, with why.
-NEEDS_TORCH = ("mpirun -np 2 build/mpi_examples/libtorch_ddp",)
+NEEDS_TORCH = ("mpirun -np 2 build/mpi_examples/libtorch_ddp",
+               "mpirun -np 2 build/apps/trainer --config configs/fortunes_gpt.yaml --set data.kind=tokens")
 
 # `make` targets whose README comment gives the command they run.
 MAKE_EQUIVALENT = re.compile(r"^make (\w+)\s+#\s*=\s*(.+)$")
@@ -81,8 +83,10 @@ def make_equivalents(commands):
 
 def classify(command, equivalents, torch_built):
     """Returns (what to run or None, why not)."""
-    if command.startswith(NEEDS_TORCH) and not torch_built:
-        return None, "the libtorch component is not built in this build (MPITRAIN_TORCH)"
+    if command.startswith(NEEDS_TORCH):
+        if not torch_built:
+            return None, "the libtorch component is not built in this build (MPITRAIN_TORCH)"
+        return command, ""
     for prefix, why in LONG.items():
         if command.startswith(prefix):
             return None, why

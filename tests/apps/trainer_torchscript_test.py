@@ -26,6 +26,15 @@ Scenarios (the trainer built with libtorch):
                a prompt with 40 bytes (greedy: the same twice; sampled with a seed: the same
                twice); `trainer eval` at 1 and 2 ranks prints the run's last evaluation; text
                data for a classification model, generate for a classifier: exit 2
+  tokens       the GPT on llm.c token shards (data.kind tokens) of the fortunes file's bytes,
+               written by models/write_token_shard.py, at 2 ranks: one shard of the whole file
+               with validation_fraction 0.1 trains exactly as data.kind text on the file (the
+               same losses, bitwise: the same windows); with a separate val shard, a run
+               resumed from its mid-epoch checkpoint ends bitwise equal to the uninterrupted
+               run (as resume) and eval lines carry bits_per_token; exit 2, printed once,
+               naming the key and the file, for a token id >= data.tokens.vocab_size (with its
+               position), a bad magic, a truncated shard, no data.tokens.train, a
+               vocab_size other than the model's output width; generate refuses token data
 Scenario for a trainer built without libtorch:
   unavailable  model.kind torchscript: exit 2 naming model.kind, saying the trainer was built
                without libtorch
@@ -243,6 +252,83 @@ def scenario_gpt(r):
                       sets=[f"project.dir={project}"], expect=2)
     check(out.count("model.task: trainer generate needs model.kind torchscript with model.task language_model")
           == 1, out)
+
+
+FORTUNES = "/usr/share/games/fortunes/fortunes"
+
+
+def write_shards(r):
+    """Writes the fortunes file's bytes as token shards with the committed script: whole.bin,
+    and train.bin + val.bin (its 0.9 / 0.1 split); returns their paths."""
+    script = os.path.join(r.source, "models", "write_token_shard.py")
+    paths = {name: os.path.join(r.work, name + ".bin") for name in ("whole", "train", "val")}
+    for args in ([paths["whole"]], [paths["train"], "--val", paths["val"], "--val-fraction", "0.1"]):
+        subprocess.run([sys.executable, script, FORTUNES, *args], check=True, capture_output=True)
+    return paths
+
+
+def tokens_run(shards, val=True):
+    def make(r, project, extra=()):
+        # As gpt_run, on the shards: train.bin holds the same 689 windows of 33 tokens.
+        data = [f"data.tokens.train={shards['train']}", f"data.tokens.val={shards['val']}"] if val else [
+            f"data.tokens.train={shards['whole']}", "data.tokens.validation_fraction=0.1"]
+        text = [a for a in gpt_run(r, project, extra) if not a.startswith("data.")]
+        return text + ["data.kind=tokens", "data.tokens.block_size=32", "data.tokens.vocab_size=256",
+                       "data.batch_size=8", *data]
+    return make
+
+
+def step_losses(project):
+    return {row["step"]: row["loss"] for row in read_metrics(project) if "loss" in row and "eval" not in row}
+
+
+def scenario_tokens(r):
+    shards = write_shards(r)
+    # The same windows as data.kind text on the file: the same losses, bitwise.
+    text, tokens = os.path.join(r.work, "text"), os.path.join(r.work, "tokens")
+    r.run(2, sets=gpt_run(r, text, ["training.max_steps=6"]), expect=0)
+    _, out, _ = r.run(2, sets=tokens_run(shards, val=False)(r, tokens, ["training.max_steps=6"]), expect=0)
+    check(step_losses(text) == step_losses(tokens) and len(step_losses(text)) == 6,
+          f"text {step_losses(text)} != tokens {step_losses(tokens)}")
+    check(f"tokens {shards['whole']} (1 file, 24516 tokens): training tokens [0, 22064) (689 windows of 33 tokens)"
+          in out, out)
+    check_resume_bitwise(r, tokens_run(shards), "wte.weight", "blocks.3.mlp.2.bias", 20)
+    evals = [row for row in read_metrics(os.path.join(r.work, "whole")) if "eval" in row]
+    check(evals and "bits_per_token" in evals[-1] and evals[-1]["samples"] == 76, f"{evals}")
+    check_token_errors(r, shards)
+
+
+def check_token_errors(r, shards):
+    run = tokens_run(shards)(r, os.path.join(r.work, "errors"), ["training.max_steps=1"])
+    config = r.config("tokens.yaml", "data:\n  kind: tokens\n  tokens:\n    train: " + shards["train"] + "\n")
+    bad = os.path.join(r.work, "bad.bin")
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = [20240520, 1, 8]
+    with open(bad, "wb") as f:
+        f.write(header.tobytes() + np.array([65, 66, 67, 68, 69, 300, 70, 71], dtype="<u2").tobytes())
+    expect_config_error(r, config, run + [f"data.tokens.train={bad}"],
+                        f"--set data.tokens.train={bad}: data.tokens.train: token shard '{bad}': token 5 (of 8) "
+                        "is 300, not below the vocabulary size 256 (data.tokens.vocab_size")
+    header[0] = 20240521
+    with open(bad, "wb") as f:
+        f.write(header.tobytes() + np.arange(8, dtype="<u2").tobytes())
+    expect_config_error(r, config, run + [f"data.tokens.val={bad}"],
+                        f"data.tokens.val: token shard '{bad}': magic number 20240521, not llm.c's 20240520")
+    header[0] = 20240520
+    with open(bad, "wb") as f:
+        f.write(header.tobytes() + np.arange(7, dtype="<u2").tobytes())
+    expect_config_error(r, config, run + [f"data.tokens.val={bad}"],
+                        f"data.tokens.val: token shard '{bad}': truncated: the header says 8 tokens, but 14 bytes")
+    expect_config_error(r, config, run + ["data.tokens.train=null"],
+                        "data.tokens.train: data.kind tokens needs data.tokens.train")
+    expect_config_error(r, config, run + ["data.tokens.vocab_size=512"],
+                        "but model.task language_model with the data's 512 classes needs (batch, block_size, "
+                        "classes) logits, (2, 32, 512) (the classes are data.tokens.vocab_size")
+    trained = tokens_run(shards)(r, os.path.join(r.work, "whole"))  # has checkpoints
+    _, out, _ = r.run(2, "generate", "--config", config, "--checkpoint", "latest", "--prompt", "x", "--tokens", "1",
+                      sets=trained, expect=2)
+    check(out.count("data.kind: trainer generate writes bytes, so it needs a byte-level model trained on "
+                    "data.kind text, not tokens") == 1, out)
 
 
 def scenario_unavailable(r):

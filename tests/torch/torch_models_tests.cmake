@@ -36,3 +36,17 @@ if(TARGET libtorch_mpitrain_bench AND TARGET libtorch_allreduce_bench)
     ENVIRONMENT "${MPITRAIN_MPI_TEST_ENV}" TIMEOUT 300 PROCESSORS 2 LABELS "torch;mpi;benchmarks"
     PASS_REGULAR_EXPRESSION "mpitrain \\(defaults\\) vs PyTorch DDP gloo")
 endif()
+
+# torch.libtorch_bench.torchscript_smoke: the driver's --torchscript mode runs the TorchScript
+# CNN and GPT of models/ at 1 and 2 ranks, mpitrain (libtorch_torchscript_bench) and PyTorch
+# DDP gloo (ddp_gloo.py --torchscript), a few steps each, and prints its table (about 25 s);
+# the figures of a smoke run mean nothing.
+if(TARGET libtorch_torchscript_bench)
+  add_test(NAME torch.libtorch_bench.torchscript_smoke
+    COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/benchmarks/libtorch_ddp/run_libtorch_bench.py
+            --build ${PROJECT_BINARY_DIR} --mpiexec ${MPIEXEC_EXECUTABLE} --torchscript --rounds 1 --warmup 1
+            --steps 2)
+  set_tests_properties(torch.libtorch_bench.torchscript_smoke PROPERTIES
+    ENVIRONMENT "${MPITRAIN_MPI_TEST_ENV}" TIMEOUT 300 PROCESSORS 2 LABELS "torch;mpi;benchmarks"
+    PASS_REGULAR_EXPRESSION "fortunes_gpt +2 +mpitrain +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+")
+endif()

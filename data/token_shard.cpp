@@ -1,0 +1,135 @@
+#include "mpitrain/data/token_shard.hpp"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace mpitrain::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Returns the little-endian 32-bit word `i` of `header`.
+std::int32_t header_word(const std::array<unsigned char, kTokenShardHeaderBytes>& header, std::size_t i) {
+  const unsigned char* b = header.data() + 4 * i;
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(b[0]) | static_cast<std::uint32_t>(b[1]) << 8 |
+                                   static_cast<std::uint32_t>(b[2]) << 16 | static_cast<std::uint32_t>(b[3]) << 24);
+}
+
+std::runtime_error shard_error(const fs::path& file, const std::string& what) {
+  return std::runtime_error("token shard '" + file.string() + "': " + what);
+}
+
+// Throws naming the first token of `tokens` that is not below `vocab`.
+void check_vocabulary(const fs::path& file, const std::vector<std::uint16_t>& tokens, std::size_t vocab) {
+  const auto bad = std::find_if(tokens.begin(), tokens.end(), [vocab](std::uint16_t t) { return t >= vocab; });
+  if (bad != tokens.end()) {
+    throw shard_error(file, "token " + std::to_string(bad - tokens.begin()) + " (of " + std::to_string(tokens.size()) +
+                                ") is " + std::to_string(*bad) + ", not below the vocabulary size " +
+                                std::to_string(vocab));
+  }
+}
+
+// Returns the files of `pattern` in name order (byte order), or the pattern itself
+// when it is an existing file; throws when nothing matches.
+std::vector<fs::path> matching_files(const std::string& pattern) {
+  glob_t found{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &found);
+  std::vector<fs::path> files;
+  if (rc == 0) {
+    for (std::size_t i = 0; i < found.gl_pathc; ++i) files.emplace_back(found.gl_pathv[i]);
+  }
+  ::globfree(&found);
+  if (rc == GLOB_NOMATCH) {
+    throw std::runtime_error("no token shard file '" + pattern + "' (nor any file matching it as a pattern)");
+  }
+  if (rc != 0) {
+    throw std::runtime_error("cannot list the token shards of '" + pattern + "': " +
+                             (rc == GLOB_NOSPACE ? "out of memory" : "a folder of the pattern cannot be read"));
+  }
+  std::sort(files.begin(), files.end());  // glob sorts by the locale; name order is byte order
+  return files;
+}
+
+}  // namespace
+
+std::vector<std::uint16_t> read_token_shard(const fs::path& file, std::size_t vocab) {
+  std::error_code size_error;
+  const std::uintmax_t size = fs::file_size(file, size_error);
+  if (size_error) throw shard_error(file, "cannot read it: " + size_error.message());
+  std::ifstream in(file, std::ios::binary);
+  std::array<unsigned char, kTokenShardHeaderBytes> header{};
+  if (size < kTokenShardHeaderBytes || !in.read(reinterpret_cast<char*>(header.data()), header.size())) {
+    throw shard_error(file, "truncated: " + std::to_string(size) + " bytes, shorter than the " +
+                                std::to_string(kTokenShardHeaderBytes) + "-byte header");
+  }
+  if (header_word(header, 0) != kTokenShardMagic) {
+    throw shard_error(file, "magic number " + std::to_string(header_word(header, 0)) + ", not llm.c's " +
+                                std::to_string(kTokenShardMagic) + " (not a token shard)");
+  }
+  if (header_word(header, 1) != kTokenShardVersion) {
+    throw shard_error(file, "version " + std::to_string(header_word(header, 1)) +
+                                ", not 1 (uint16 tokens, the only version read)");
+  }
+  const std::int32_t count = header_word(header, 2);
+  if (count < 0) throw shard_error(file, "negative token count " + std::to_string(count));
+  const std::uintmax_t payload = size - kTokenShardHeaderBytes;
+  const std::uintmax_t wanted = 2 * static_cast<std::uintmax_t>(count);
+  if (payload < wanted) {
+    throw shard_error(file, "truncated: the header says " + std::to_string(count) + " tokens, but " +
+                                std::to_string(payload) + " bytes follow it (" + std::to_string(wanted) + " needed)");
+  }
+  if (payload > wanted) {
+    throw shard_error(file, "the header's count of " + std::to_string(count) + " tokens (" + std::to_string(wanted) +
+                                " bytes) does not match the " + std::to_string(payload) +
+                                " bytes after the header");
+  }
+  std::vector<std::uint16_t> tokens(static_cast<std::size_t>(count));
+  if (count > 0 && !in.read(reinterpret_cast<char*>(tokens.data()), static_cast<std::streamsize>(wanted))) {
+    throw shard_error(file, "cannot read it: read " + std::to_string(in.gcount()) + " of " + std::to_string(wanted) +
+                                " token bytes");
+  }
+  if constexpr (std::endian::native == std::endian::big) {
+    for (std::uint16_t& t : tokens) t = static_cast<std::uint16_t>(t >> 8 | t << 8);
+  }
+  check_vocabulary(file, tokens, vocab);
+  return tokens;
+}
+
+TokenCorpus read_token_shards(const std::string& pattern, std::size_t vocab) {
+  TokenCorpus corpus;
+  corpus.files = matching_files(pattern);
+  for (const fs::path& file : corpus.files) {
+    const std::vector<std::uint16_t> tokens = read_token_shard(file, vocab);
+    corpus.tokens.insert(corpus.tokens.end(), tokens.begin(), tokens.end());
+  }
+  return corpus;
+}
+
+void write_token_shard(const fs::path& file, std::span<const std::uint16_t> tokens) {
+  std::array<unsigned char, kTokenShardHeaderBytes> header{};
+  const std::array<std::uint32_t, 3> words{static_cast<std::uint32_t>(kTokenShardMagic),
+                                           static_cast<std::uint32_t>(kTokenShardVersion),
+                                           static_cast<std::uint32_t>(tokens.size())};
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    for (std::size_t b = 0; b < 4; ++b) header[4 * i + b] = static_cast<unsigned char>(words[i] >> (8 * b));
+  }
+  std::vector<unsigned char> payload(2 * tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    payload[2 * i] = static_cast<unsigned char>(tokens[i] & 0xFF);
+    payload[2 * i + 1] = static_cast<unsigned char>(tokens[i] >> 8);
+  }
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(header.data()), header.size());
+  out.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
+  out.close();
+  if (!out) throw std::runtime_error("cannot write token shard '" + file.string() + "'");
+}
+
+}  // namespace mpitrain::data
