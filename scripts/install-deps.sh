@@ -19,7 +19,7 @@ packages=(
   libtorch-dev python3-torch
   dataset-fashion-mnist fortunes
   python3 python3-numpy python3-h5py python3-matplotlib python3-pyte
-  universal-ctags
+  universal-ctags iproute2
   clang-14 libclang-rt-14-dev
 )
 if [[ $# -gt 0 && "${1:-}" != "--dev" ]]; then
