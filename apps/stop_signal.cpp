@@ -7,9 +7,8 @@
 #include <system_error>
 
 namespace mpitrain::app {
-namespace {
 
-sigset_t stop_signals() {
+sigset_t stop_signals() noexcept {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -17,11 +16,9 @@ sigset_t stop_signals() {
   return set;
 }
 
-}  // namespace
-
 StopSignal::StopSignal() {
   const sigset_t set = stop_signals();
-  if (const int rc = pthread_sigmask(SIG_BLOCK, &set, &previous_mask_); rc != 0) {
+  if (const int rc = pthread_sigmask(SIG_BLOCK, &set, nullptr); rc != 0) {
     throw std::system_error(rc, std::generic_category(), "pthread_sigmask(SIG_BLOCK)");
   }
   watcher_ = std::thread([this, set] {
@@ -40,7 +37,11 @@ StopSignal::StopSignal() {
 StopSignal::~StopSignal() {
   quit_.store(true);
   watcher_.join();
-  pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
+  // Unblocked, not the mask of before: the trainer blocks them before main (.preinit_array),
+  // and a signal arriving once nobody watches must take its default action (end the
+  // process), not stay pending for ever.
+  const sigset_t set = stop_signals();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
 
 }  // namespace mpitrain::app

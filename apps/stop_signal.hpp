@@ -5,7 +5,7 @@
 // Construct it first in main(), before MPI starts its own threads: it blocks the two signals
 // in the calling thread, every thread created afterwards inherits that mask, and a watcher
 // thread takes them with sigtimedwait. So no signal handler runs and no global is touched.
-// Destruction restores the previous mask. Threads that libraries start while they load,
+// Destruction unblocks them, so that a late signal ends the process. Threads that libraries start while they load,
 // before main (OpenBLAS's), do not inherit it: the trainer blocks the signals earlier still,
 // from its .preinit_array (apps/trainer.cpp).
 
@@ -14,6 +14,9 @@
 #include <thread>
 
 namespace mpitrain::app {
+
+// Returns the set {SIGTERM, SIGUSR1}.
+sigset_t stop_signals() noexcept;
 
 class StopSignal {
  public:
@@ -28,7 +31,6 @@ class StopSignal {
   int signal_number() const noexcept { return signal_.load(); }
 
  private:
-  sigset_t previous_mask_{};
   std::atomic<int> signal_{0};
   std::atomic<bool> quit_{false};
   std::thread watcher_;

@@ -67,10 +67,7 @@ namespace {
 // constructors (System V ABI), so every thread inherits the mask and StopSignal's watcher
 // takes the signals with sigtimedwait as designed.
 void block_stop_signals_before_libraries(int, char**, char**) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGUSR1);
+  const sigset_t set = mpitrain::app::stop_signals();
   if (const int rc = pthread_sigmask(SIG_BLOCK, &set, nullptr); rc != 0) {
     std::fprintf(stderr, "trainer: pthread_sigmask(SIG_BLOCK) failed (error %d): SIGTERM/SIGUSR1 "
                          "may end a rank without a checkpoint\n", rc);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -39,8 +41,11 @@ void check_vocabulary(const fs::path& file, const std::vector<std::uint16_t>& to
 // Returns the files of `pattern` in name order (byte order), or the pattern itself
 // when it is an existing file; throws when nothing matches.
 std::vector<fs::path> matching_files(const std::string& pattern) {
+  std::error_code ignored;  // not a file (or not readable): try it as a pattern
+  if (fs::is_regular_file(pattern, ignored)) return {fs::path(pattern)};
   glob_t found{};
-  const int rc = ::glob(pattern.c_str(), 0, nullptr, &found);
+  // GLOB_ERR: a folder of the pattern that cannot be read is an error, not "no match".
+  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &found);
   std::vector<fs::path> files;
   if (rc == 0) {
     for (std::size_t i = 0; i < found.gl_pathc; ++i) files.emplace_back(found.gl_pathv[i]);
@@ -64,6 +69,7 @@ std::vector<std::uint16_t> read_token_shard(const fs::path& file, std::size_t vo
   const std::uintmax_t size = fs::file_size(file, size_error);
   if (size_error) throw shard_error(file, "cannot read it: " + size_error.message());
   std::ifstream in(file, std::ios::binary);
+  if (!in.is_open()) throw shard_error(file, std::string("cannot open it: ") + std::strerror(errno));
   std::array<unsigned char, kTokenShardHeaderBytes> header{};
   if (size < kTokenShardHeaderBytes || !in.read(reinterpret_cast<char*>(header.data()), header.size())) {
     throw shard_error(file, "truncated: " + std::to_string(size) + " bytes, shorter than the " +
@@ -105,6 +111,13 @@ std::vector<std::uint16_t> read_token_shard(const fs::path& file, std::size_t vo
 TokenCorpus read_token_shards(const std::string& pattern, std::size_t vocab) {
   TokenCorpus corpus;
   corpus.files = matching_files(pattern);
+  std::uintmax_t total_bytes = 0;  // reserved first: appending would grow by copies
+  for (const fs::path& file : corpus.files) {
+    std::error_code size_error;
+    const std::uintmax_t size = fs::file_size(file, size_error);
+    if (!size_error && size > kTokenShardHeaderBytes) total_bytes += size - kTokenShardHeaderBytes;
+  }
+  corpus.tokens.reserve(static_cast<std::size_t>(total_bytes / 2));
   for (const fs::path& file : corpus.files) {
     const std::vector<std::uint16_t> tokens = read_token_shard(file, vocab);
     corpus.tokens.insert(corpus.tokens.end(), tokens.begin(), tokens.end());

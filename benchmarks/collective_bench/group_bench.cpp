@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "balanced_order.hpp"
 
@@ -85,15 +87,20 @@ void GroupBench::allocate_and_fill(std::size_t nominal_count, const std::vector<
   std::span<std::byte> memory;
   if (placement_.shared) {
     if (need > shared_memory_.size()) {
-      throw std::logic_error("collective_bench: a group needs more shared memory than reserved");
+      throw std::logic_error("collective_bench: a group needs " + std::to_string(need) +
+                             " bytes of shared memory, " + std::to_string(shared_memory_.size()) +
+                             " were reserved");
     }
     memory = shared_memory_.first(need);
     std::memset(memory.data(), 0, memory.size());
   } else {
     private_memory_.clear();  // the previous group's memory goes first
     private_memory_.shrink_to_fit();
-    private_memory_.assign(need, std::byte{0});
-    memory = private_memory_;
+    // One spare cache line, so that the buffers start on 64-byte boundaries as shared ones do
+    // (a vector's memory is only 16-byte aligned).
+    private_memory_.assign(need + kBufferAlignBytes, std::byte{0});
+    const auto base = reinterpret_cast<std::uintptr_t>(private_memory_.data());
+    memory = std::span<std::byte>(private_memory_).subspan(aligned(base) - base, need);
   }
   std::size_t at = 0;
   const auto take = [&](std::size_t bytes) {

@@ -76,6 +76,11 @@ std::vector<SelectionRule> rules_from_rows(Collective op, DType type, const std:
 }
 
 int tune(const Communicator& comm, Options opt) {
+  // The table's rules apply to every buffer a program passes: measure on ordinary ones.
+  if (opt.buffers != "private" || opt.in_place) {
+    throw UsageError("--tune measures ordinary buffers out of place (the table applies to any "
+                     "buffer): leave out --buffers shared and --in-place");
+  }
   const std::string path = opt.tune;
   opt.tune.clear();
   opt.algo = "all";

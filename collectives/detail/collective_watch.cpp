@@ -4,7 +4,6 @@
 #include "mpitrain/collectives/detail/collective_watch.hpp"
 
 #include <mpi.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -259,12 +258,14 @@ void CollectiveWatch::finish_shm_check(CommContext& ctx, std::uint64_t seq) {
   bool differ = false;
   for (int r = 0; r < ctx.size; ++r) {
     const int peer = ctx.node_rank_of[static_cast<std::size_t>(r)];
-    for (long polls = 0; ctx.shm->check_index(peer) < checks_; ++polls) {
-      sched_yield();
-      if (ctx.timeout.count() > 0 && polls % 16 == 0 && Clock::now() - start > ctx.timeout) {
-        expire(ctx, fmt::format("fingerprint check after #{}", pending_.mine[0]), seq, kCheck,
-               Clock::now() - start);
-      }
+    // Bounded: what is left of the timeout (at least a nanosecond: zero means no limit).
+    const auto left = ctx.timeout.count() > 0
+                          ? std::max<std::chrono::nanoseconds>(ctx.timeout - (Clock::now() - start),
+                                                               std::chrono::nanoseconds(1))
+                          : std::chrono::nanoseconds(0);
+    if (!ctx.shm->wait_check_index(peer, checks_, left)) {
+      expire(ctx, fmt::format("fingerprint check after #{}", pending_.mine[0]), seq, kCheck,
+             Clock::now() - start);
     }
     all[static_cast<std::size_t>(r)] = ctx.shm->check_values(peer, checks_);
     differ = differ || all[static_cast<std::size_t>(r)][2] != pending_.mine[2];

@@ -29,9 +29,10 @@ constexpr std::size_t kProgressAt = 2 * kCacheLine;
 constexpr std::size_t kReportedAt = 3 * kCacheLine;
 constexpr std::size_t kCheckIndexAt = 4 * kCacheLine;
 constexpr std::size_t kCheckSlotsAt = 5 * kCacheLine;  // two slots of three words
-// The number of peers asleep on this rank's sequence number (shared_futex.hpp): written by
-// the sleepers, read by the owner at each publish.
+// The number of peers asleep on this rank's sequence number, and on its check index
+// (shared_futex.hpp): written by the sleepers, read by the owner when it publishes.
 constexpr std::size_t kSleepersAt = 6 * kCacheLine;
+constexpr std::size_t kCheckSleepersAt = 7 * kCacheLine;
 // A waiter's three phases. Polls with a pause instruction first (a few microseconds: a peer
 // running on another core arrives within them, e.g. between the pieces of one collective).
 constexpr int kSpinsBeforeYield = 256;
@@ -87,6 +88,7 @@ ShmSegment::ShmSegment(MPI_Comm node_comm, ShmOptions options)
     control_word(rank_, kReportedAt).store(0, std::memory_order_relaxed);
     control_word(rank_, kCheckIndexAt).store(0, std::memory_order_relaxed);
     control_word(rank_, kSleepersAt).store(0, std::memory_order_relaxed);
+    control_word(rank_, kCheckSleepersAt).store(0, std::memory_order_relaxed);
     // Every slot is initialised before any rank can read it.
     check_mpi(MPI_Barrier(comm_), "MPI_Barrier (shared-memory segment)", rank_, 0);
   } catch (...) {
@@ -174,7 +176,12 @@ void ShmSegment::publish_check(std::uint64_t index,
   for (std::size_t i = 0; i < 3; ++i) {
     control_word(rank_, slot + i * sizeof(std::uint64_t)).store(values[i], std::memory_order_relaxed);
   }
-  control_word(rank_, kCheckIndexAt).store(index, std::memory_order_release);
+  store_and_wake(kCheckIndexAt, kCheckSleepersAt, index);
+}
+
+bool ShmSegment::wait_check_index(int peer, std::uint64_t index,
+                                  std::chrono::nanoseconds max_wait) {
+  return await_word(peer, kCheckIndexAt, kCheckSleepersAt, index, max_wait);
 }
 
 std::uint64_t ShmSegment::check_index(int peer) const noexcept {
@@ -214,14 +221,17 @@ std::uint64_t ShmSegment::input_offset(int peer) const noexcept {
 }
 
 std::uint64_t ShmSegment::publish() {
-  ++sequence_;
-  // Sequentially consistent store and load: with a sleeper's increment and re-read (see
-  // sleep_on), either the sleeper sees the new number or this rank sees the sleeper.
-  sequence_slot(rank_).store(sequence_, std::memory_order_seq_cst);
-  if (control_word(rank_, kSleepersAt).load(std::memory_order_seq_cst) != 0) {
-    futex_wake_all(control_address(rank_, kSequenceAt));
-  }
+  store_and_wake(kSequenceAt, kSleepersAt, ++sequence_);
   return sequence_;
+}
+
+void ShmSegment::store_and_wake(std::size_t at, std::size_t sleepers_at, std::uint64_t value) {
+  // Sequentially consistent store and load: with a sleeper's increment and re-read (see
+  // sleep_on), either the sleeper sees the new value or this rank sees the sleeper.
+  control_word(rank_, at).store(value, std::memory_order_seq_cst);
+  if (control_word(rank_, sleepers_at).load(std::memory_order_seq_cst) != 0) {
+    futex_wake_all(control_address(rank_, at));
+  }
 }
 
 void ShmSegment::require_usable(const char* collective) const {
@@ -249,36 +259,61 @@ void ShmSegment::time_out(std::uint64_t sequence, const char* collective,
 void ShmSegment::wait_all(std::uint64_t sequence, const char* collective) {
   using Clock = std::chrono::steady_clock;
   const bool bounded = timeout_.count() > 0;
-  Clock::time_point start{};  // read once spinning is over: most waits end before
-  long spins = 0;
+  const Clock::time_point start = bounded ? Clock::now() : Clock::time_point{};
   for (int peer = 0; peer < size_; ++peer) {
-    const std::atomic_ref<std::uint64_t> slot = sequence_slot(peer);
-    for (std::uint64_t seen; (seen = slot.load(std::memory_order_acquire)) < sequence;) {
-      if (spins < kSpinsBeforeYield) {
-        ++spins;
-        cpu_relax();
-        continue;
-      }
-      if (spins++ == kSpinsBeforeYield) start = Clock::now();
-      const auto waited = Clock::now() - start;
-      if (bounded && waited > timeout_) time_out(sequence, collective, waited);
-      if (waited < kYieldFor) {
-        sched_yield();
-        continue;
-      }
-      const auto left = bounded ? timeout_ - waited : kMaxSleep;
-      sleep_on(peer, seen, std::min<std::chrono::nanoseconds>(left, kMaxSleep));
+    // Bounded: what is left of the timeout (at least a nanosecond: zero means no limit).
+    const auto left = bounded ? std::max<std::chrono::nanoseconds>(
+                                    timeout_ - (Clock::now() - start), std::chrono::nanoseconds(1))
+                              : std::chrono::nanoseconds(0);
+    if (!await_word(peer, kSequenceAt, kSleepersAt, sequence, left)) {
+      time_out(sequence, collective, Clock::now() - start);
     }
   }
 }
 
-void ShmSegment::sleep_on(int peer, std::uint64_t seen, std::chrono::nanoseconds max_sleep) {
-  const std::atomic_ref<std::uint64_t> sleepers = control_word(peer, kSleepersAt);
-  sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (sequence_slot(peer).load(std::memory_order_seq_cst) == seen) {
-    futex_sleep(control_address(peer, kSequenceAt), seen, max_sleep);
+bool ShmSegment::await_word(int peer, std::size_t at, std::size_t sleepers_at,
+                            std::uint64_t target, std::chrono::nanoseconds max_wait) {
+  using Clock = std::chrono::steady_clock;
+  const std::atomic_ref<std::uint64_t> word = control_word(peer, at);
+  const bool bounded = max_wait.count() > 0;
+  Clock::time_point start{};  // read once spinning is over: most waits end before
+  int spins = 0;
+  for (std::uint64_t seen; (seen = word.load(std::memory_order_acquire)) < target;) {
+    if (spins < kSpinsBeforeYield) {
+      ++spins;
+      cpu_relax();
+      continue;
+    }
+    if (spins++ == kSpinsBeforeYield) start = Clock::now();
+    const auto waited = Clock::now() - start;
+    if (bounded && waited > max_wait) return false;
+    if (waited < kYieldFor) {
+      sched_yield();
+      continue;
+    }
+    const auto left = bounded ? max_wait - waited : kMaxSleep;
+    sleep_on(peer, at, sleepers_at, seen, std::min<std::chrono::nanoseconds>(left, kMaxSleep));
   }
-  sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  return true;
+}
+
+void ShmSegment::sleep_on(int peer, std::size_t at, std::size_t sleepers_at, std::uint64_t seen,
+                          std::chrono::nanoseconds max_sleep) {
+  // Registered as a sleeper for exactly the sleep, also when futex_sleep throws: a count
+  // left behind would cost the peer a wake-up system call at every later publish.
+  struct Sleeper {
+    std::atomic_ref<std::uint64_t> count;
+    explicit Sleeper(std::atomic_ref<std::uint64_t> c) : count(c) {
+      count.fetch_add(1, std::memory_order_seq_cst);
+    }
+    ~Sleeper() { count.fetch_sub(1, std::memory_order_seq_cst); }
+    Sleeper(const Sleeper&) = delete;
+    Sleeper& operator=(const Sleeper&) = delete;
+  };
+  const Sleeper sleeper(control_word(peer, sleepers_at));
+  if (control_word(peer, at).load(std::memory_order_seq_cst) == seen) {
+    futex_sleep(control_address(peer, at), seen, max_sleep);
+  }
 }
 
 std::span<std::byte> ShmSegment::allocate(std::size_t bytes) {

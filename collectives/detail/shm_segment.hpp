@@ -118,9 +118,9 @@ class ShmSegment {
   // Returns the sequence number the next publish() will store: one more than the last. Every
   // rank publishes the same numbers in the same order (one per collective stage).
   std::uint64_t next_sequence() const noexcept { return sequence_ + 1; }
-  // Stores the next sequence number into this rank's slot (release): everything this rank
-  // wrote to shared memory before is visible to a peer that sees the number. Wakes the peers
-  // asleep on this rank's number, if any (one system call).
+  // Stores the next sequence number into this rank's slot (sequentially consistent, so also a
+  // release): everything this rank wrote to shared memory before is visible to a peer that
+  // sees the number. Wakes the peers asleep on this rank's number, if any (one system call).
   std::uint64_t publish();
   // Returns when every rank has published `sequence` (acquire). Spins a few microseconds,
   // then yields the core for up to 50 us, then sleeps on the late peer's number (futex) until
@@ -154,6 +154,10 @@ class ShmSegment {
   // values it published for `index` (valid while the peer's index is index or index + 1).
   void publish_check(std::uint64_t index, const std::array<std::uint64_t, 3>& values) noexcept;
   std::uint64_t check_index(int peer) const noexcept;
+  // Returns true once `peer`'s check index is at least `index`, false when `max_wait` passed
+  // first (zero: no limit). Waits as wait_all does (spin, yield, then sleep until publish_check
+  // wakes it).
+  bool wait_check_index(int peer, std::uint64_t index, std::chrono::nanoseconds max_wait);
   std::array<std::uint64_t, 3> check_values(int peer, std::uint64_t index) const noexcept;
   // Stores how far this rank got in reporting a timeout (a stage number > 0; 0: not timed
   // out); reported(peer) reads a peer's.
@@ -185,9 +189,17 @@ class ShmSegment {
   std::uint64_t* control_address(int peer, std::size_t at) const noexcept;
   // Returns `peer`'s 64-bit word at byte `at` of its control slot.
   std::atomic_ref<std::uint64_t> control_word(int peer, std::size_t at) const noexcept;
-  // Sleeps until `peer`'s sequence number is no longer `seen`, for at most `max_sleep`,
-  // registered as a sleeper so that the peer's publish() wakes it.
-  void sleep_on(int peer, std::uint64_t seen, std::chrono::nanoseconds max_sleep);
+  // Stores `value` into this rank's control word at `at` and wakes the peers asleep on it (their
+  // count is at `sleepers_at`).
+  void store_and_wake(std::size_t at, std::size_t sleepers_at, std::uint64_t value);
+  // Returns true once `peer`'s control word at `at` is at least `target`; false when `max_wait`
+  // passed first (zero: no limit). Spins, yields for up to 50 us, then sleeps on the word.
+  bool await_word(int peer, std::size_t at, std::size_t sleepers_at, std::uint64_t target,
+                  std::chrono::nanoseconds max_wait);
+  // Sleeps until `peer`'s control word at `at` is no longer `seen`, for at most `max_sleep`,
+  // counted at `sleepers_at` as a sleeper so that the peer's store_and_wake() wakes it.
+  void sleep_on(int peer, std::size_t at, std::size_t sleepers_at, std::uint64_t seen,
+                std::chrono::nanoseconds max_sleep);
   std::uint64_t* input_slot(int peer) const noexcept;
   std::vector<int> missing(std::uint64_t sequence) const;
   [[noreturn]] void time_out(std::uint64_t sequence, const char* collective,

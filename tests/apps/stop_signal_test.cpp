@@ -1,6 +1,7 @@
 #include "stop_signal.hpp"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +51,24 @@ TEST(StopSignal, Sigusr1RaisesTheFlag) {
   const int status = run_child(SIGUSR1);
   ASSERT_TRUE(WIFEXITED(status)) << "the process was killed by signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(StopSignal, ALateSignalEndsTheProcessOnceNobodyWatches) {
+  // As in the trainer, the signals are blocked before StopSignal exists (its .preinit_array);
+  // once StopSignal is gone, SIGTERM must take its default action instead of staying pending.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const sigset_t set = stop_signals();
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    { StopSignal stop; }
+    ::kill(::getpid(), SIGTERM);
+    ::_exit(0);  // reached only when SIGTERM stayed blocked
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the child exited with " << WEXITSTATUS(status)
+                                   << ": SIGTERM stayed blocked";
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
 }
 
 }  // namespace
