@@ -17,8 +17,9 @@
 //   - bf16, f16: shm at every size: 1.3-2.9x MPI below 64 KiB, 1.4-4.4x above.
 //   - fp32 data on a 16-bit wire: the fused ring, as across nodes (below).
 //   - reduce_scatter: shm at every size (2.0-10.7x: MPI_Reduce_scatter_block is slow here).
-//   - allgather: shm below 8 KiB per rank (1.8-5.8x); MPI above (shm 0.22-0.87x: it copies
-//     each block into a workspace and out again, where MPI's CMA copies once).
+//   - allgather: shm at every size (2026-11-27, ordinary buffers, `--op allgather --algo all
+//     --min-bytes 1M`: 1.1-1.75x MPI from 1 to 256 MiB; until its waiters slept it was
+//     0.22-0.87x MPI above 8 KiB per rank, where MPI's CMA copies once and shm twice).
 //   - broadcast: shm below 32 KiB (1.9-8.2x), MPI above.
 //   - The engine's fp32 gradient buckets live in the shared segment and are reduced by shm in
 //     place, without copies, at any size (engine/gradient_sync.cpp): these bands, measured on
@@ -98,7 +99,7 @@ SelectionRule rule(Collective op, DTypeSet types, std::size_t min_bytes, std::si
 }
 
 // Returns the rules for 2 or more ranks on one node: shared memory for every allreduce but
-// fp32 data on a 16-bit wire, every reduce_scatter, small allgathers and broadcasts, from the
+// fp32 data on a 16-bit wire, every reduce_scatter and allgather, small broadcasts, from the
 // measurements at the top of this file.
 std::vector<SelectionRule> one_node_rules() {
   // Returns an allreduce band of ordinary (not 16-bit wire) data.
@@ -113,7 +114,7 @@ std::vector<SelectionRule> one_node_rules() {
       band(native, 0, kNoEnd, "shm"),
       band(kHalf, 0, kNoEnd, "shm"),
       rule(Collective::reduce_scatter, kAnyDType, 0, kNoEnd, "shm"),
-      rule(Collective::allgather, kAnyDType, 0, 8 * KiB, "shm"),
+      rule(Collective::allgather, kAnyDType, 0, kNoEnd, "shm"),
       rule(Collective::broadcast, kAnyDType, 0, 32 * KiB, "shm"),
   };
   for (SelectionRule& r : rules) r.max_nodes = 1;

@@ -29,7 +29,8 @@ namespace mpitrain::detail {
 
 // Reduces `count` elements of every rank's send into every rank's recv; send == recv is in
 // place (otherwise they must not overlap). When send lies in the segment's arena (allocate())
-// peers read it where it is instead of a copy (zero copy), per rank: ranks may mix.
+// peers read it where it is instead of a copy (zero copy), per rank: ranks may mix; below
+// 16 KiB it is copied in all the same (cheaper than zero copy's extra synchronisations).
 //
 // Cost for n ranks, B bytes, W bytes of workspace: ceil(B / W) pieces; per rank copies B in
 // (none with zero copy), then per piece one of (ShmOptions::symmetric_* choose, the same on

@@ -245,6 +245,33 @@ TEST_P(ShmCollectivesTest, ZeroCopyFromTheArenaGivesTheSameResults) {
   }
 }
 
+TEST_P(ShmCollectivesTest, SmallArenaAllreducesAreCopiedInWithOneSynchronisation) {
+  // Below 16 KiB an arena input is copied in all the same (one synchronisation per piece, or
+  // two when the piece goes slice by slice, where the whole-buffer zero-copy path takes three
+  // in all); from 16 KiB up it is read in place. One rank synchronises nothing.
+  const std::size_t small = (std::size_t{16} << 10) / sizeof(float) - 1;
+  const std::size_t large = small + 1;
+  const std::span<std::byte> arena = seg_.allocate(large * sizeof(float));
+  for (std::size_t count : {small, large}) {
+    SCOPED_TRACE(describe(DType::f32, ReduceOp::sum, count));
+    const Buffer in = inputs(DType::f32, rank(), count);
+    copy_bytes(arena.data(), in.data(), in.bytes.size());
+    const std::uint64_t before = seg_.next_sequence();
+    detail::shm_allreduce(seg_, arena.data(), arena.data(), count, DType::f32, ReduceOp::sum);
+    std::uint64_t copy_path = 0;
+    for (std::size_t first = 0; first < count; first += kWorkspaceBytes / sizeof(float)) {
+      const std::size_t piece_bytes = std::min(kWorkspaceBytes, (count - first) * sizeof(float));
+      copy_path += seg_.symmetric(piece_bytes) ? 1 : 2;
+    }
+    const std::uint64_t expected = size() == 1 ? 0 : count == small ? copy_path : 3;
+    EXPECT_EQ(seg_.next_sequence() - before, expected);
+    Buffer out(count, DType::f32);
+    copy_bytes(out.data(), arena.data(), out.bytes.size());
+    EXPECT_EQ(mismatches(out, ReduceOp::sum, size()), 0u);
+    EXPECT_TRUE(identical(out));
+  }
+}
+
 TEST_P(ShmCollectivesTest, ZeroCopyReduceScatterFromTheArenaGivesTheSameResults) {
   // Sends in the arena on every rank (the whole-buffer path) or only on even ranks (ranks mix
   // zero copy and copy-in, piece by piece), at an element offset into the allocation: closed
