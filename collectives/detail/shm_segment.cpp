@@ -33,9 +33,15 @@ constexpr std::size_t kCheckSlotsAt = 5 * kCacheLine;  // two slots of three wor
 // (shared_futex.hpp): written by the sleepers, read by the owner when it publishes.
 constexpr std::size_t kSleepersAt = 6 * kCacheLine;
 constexpr std::size_t kCheckSleepersAt = 7 * kCacheLine;
-// A waiter's three phases. Polls with a pause instruction first (a few microseconds: a peer
-// running on another core arrives within them, e.g. between the pieces of one collective).
-constexpr int kSpinsBeforeYield = 256;
+// A waiter's three phases. Polls with a pause instruction first, keeping its core: a peer
+// running on another core arrives within microseconds (between the pieces of one
+// collective), and a waiter that gave its core away this early lost it to any other process
+// for a whole time slice (measured on a loaded 2-core VM: 256 pauses, 6 us, then yielding,
+// made shm 0.23-0.9x MPI at 1-8 MiB while compilers ran beside it).
+constexpr std::chrono::microseconds kSpinFor{20};
+// Pauses between two reads of the clock while spinning (a pause takes ~25 ns here, a clock
+// read ~20 ns).
+constexpr int kPausesPerClockRead = 32;
 // Then yields its core, re-reading the flag after each yield, until it has waited this long:
 // long enough to cover a peer that was briefly descheduled, short enough that a waiter
 // sharing its core with computation (the engine's communication thread during backward)
@@ -276,15 +282,19 @@ bool ShmSegment::await_word(int peer, std::size_t at, std::size_t sleepers_at,
   using Clock = std::chrono::steady_clock;
   const std::atomic_ref<std::uint64_t> word = control_word(peer, at);
   const bool bounded = max_wait.count() > 0;
-  Clock::time_point start{};  // read once spinning is over: most waits end before
-  int spins = 0;
-  for (std::uint64_t seen; (seen = word.load(std::memory_order_acquire)) < target;) {
-    if (spins < kSpinsBeforeYield) {
-      ++spins;
-      cpu_relax();
-      continue;
+  Clock::time_point start{};  // read at the first miss: most waits end at the first load
+  bool spinning = true;
+  for (long polls = 0;; ++polls) {
+    const std::uint64_t seen = word.load(std::memory_order_acquire);
+    if (seen >= target) return true;
+    if (polls == 0) start = Clock::now();
+    if (spinning) {
+      if (polls % kPausesPerClockRead != 0 || Clock::now() - start < kSpinFor) {
+        cpu_relax();
+        continue;
+      }
+      spinning = false;
     }
-    if (spins++ == kSpinsBeforeYield) start = Clock::now();
     const auto waited = Clock::now() - start;
     if (bounded && waited > max_wait) return false;
     if (waited < kYieldFor) {
@@ -294,7 +304,6 @@ bool ShmSegment::await_word(int peer, std::size_t at, std::size_t sleepers_at,
     const auto left = bounded ? max_wait - waited : kMaxSleep;
     sleep_on(peer, at, sleepers_at, seen, std::min<std::chrono::nanoseconds>(left, kMaxSleep));
   }
-  return true;
 }
 
 void ShmSegment::sleep_on(int peer, std::size_t at, std::size_t sleepers_at, std::uint64_t seen,

@@ -122,8 +122,9 @@ class ShmSegment {
   // release): everything this rank wrote to shared memory before is visible to a peer that
   // sees the number. Wakes the peers asleep on this rank's number, if any (one system call).
   std::uint64_t publish();
-  // Returns when every rank has published `sequence` (acquire). Spins a few microseconds,
-  // then yields the core for up to 50 us, then sleeps on the late peer's number (futex) until
+  // Returns when every rank has published `sequence` (acquire). Spins for 20 us (keeping
+  // the core: a running peer arrives within microseconds), then yields the core until 50 us
+  // have passed, then sleeps on the late peer's number (futex) until
   // it publishes: on a node with no spare core a waiter that kept spinning or yielding would
   // take the core of the rank it waits for (or of its own rank's computation, for the
   // engine's communication thread). Throws ShmTimeout, and breaks the segment, past the
@@ -193,7 +194,7 @@ class ShmSegment {
   // count is at `sleepers_at`).
   void store_and_wake(std::size_t at, std::size_t sleepers_at, std::uint64_t value);
   // Returns true once `peer`'s control word at `at` is at least `target`; false when `max_wait`
-  // passed first (zero: no limit). Spins, yields for up to 50 us, then sleeps on the word.
+  // passed first (zero: no limit). Spins for 20 us, yields until 50 us, then sleeps on it.
   bool await_word(int peer, std::size_t at, std::size_t sleepers_at, std::uint64_t target,
                   std::chrono::nanoseconds max_wait);
   // Sleeps until `peer`'s control word at `at` is no longer `seen`, for at most `max_sleep`,
