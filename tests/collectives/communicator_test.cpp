@@ -122,7 +122,8 @@ TEST_F(CommunicatorTest, RankSizeAndNodes) {
 TEST_F(CommunicatorTest, AlgorithmNames) {
   const std::vector<std::string_view> names = algorithm_names(Collective::allreduce);
   for (std::string_view a : names) EXPECT_NO_THROW(require_algorithm(Collective::allreduce, a));
-  EXPECT_EQ(names, (std::vector<std::string_view>{"default", "mpi", "ring", "reduce_bcast", "shm"}));
+  EXPECT_EQ(names, (std::vector<std::string_view>{"default", "mpi", "ring", "reduce_bcast", "shm",
+                                                  "hierarchical"}));
   EXPECT_EQ(kDefaultAlgorithm, "default");
   try {
     require_algorithm(Collective::allreduce, "tree");
