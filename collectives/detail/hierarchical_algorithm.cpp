@@ -6,15 +6,14 @@
 //   stage 1  shm_reduce_scatter on the node's segment: per rank copies L B_s in (none when
 //            the buffer lies in the segment's arena and count divides by L), combines B_s
 //            from L inputs; 1 synchronisation per workspace piece. No network traffic.
-//   stage 2  allreduce of the B_s shard over `cross` (N ranks, one per node), in chunks of
-//            kChunkBytes with up to kInFlight MPI_Iallreduce outstanding (so the link is fed
-//            while earlier chunks complete) at N = 2; the ring (ring_allreduce.hpp) over
-//            `cross` at N > 2. Inter-node bytes per rank: about 2 (N-1)/N B_s sent and
-//            received (MPI at 2 ranks: B_s each way), i.e. per node L B_s ~ B each way:
-//            the whole buffer once, where a flat ring or MPI over n ranks moves 2 (n-1)/n B
-//            per rank through the same link, L times more per node.
-//            ceil(B_s / kChunkBytes) MPI collectives at N = 2 (their latencies overlap
-//            kInFlight deep); 2 (N-1) ring steps at N > 2.
+//   stage 2  allreduce of the B_s shard over `cross` (N ranks, one per node). N = 2: each
+//            rank sends its shard to its peer in chunks of kChunkBytes, kInFlight chunks
+//            outstanding each way (so the link never idles while a chunk is combined), and
+//            combines each received chunk into its own: B_s sent and B_s received per rank,
+//            L B_s ~ B each way per node link, B_s combined; one message latency, then the
+//            link's rate. N > 2: the ring (ring_allreduce.hpp) over `cross`, 2 (N-1) steps,
+//            2 (N-1)/N B_s each way per rank. A flat ring over all n ranks (node by node)
+//            moves 2 (n-1)/n B each way through each node's link: 1.5 B at 2 x 2, 1.5x this.
 //   stage 3  shm_allgather: per rank copies B_s in and (L-1) B_s out; 1 synchronisation per
 //            piece.
 //   When count does not divide by L the buffer is padded to L S elements in a scratch copy
@@ -24,8 +23,9 @@
 //
 // Reduction order and rounding: element i of shard r is reduced on each node by shm in local
 // rank order, s_k = ((x_{k,0} op x_{k,1}) op ...) op x_{k,L-1} for node k; then across nodes
-// at N = 2 as s_0 op s_1 (both ranks of `cross` combine the same two values, and the
-// combines are commutative, NaN and signed zeros included, see reduce_kernels.hpp), at
+// at N = 2 as s_peer op s_mine (both ranks of `cross` combine the same two values, and the
+// combines are commutative, signed zeros included, see reduce_kernels.hpp; the one freedom:
+// the payload of a NaN sum of two NaNs), at
 // N > 2 by the ring's order (each chunk combined on one rank, then copied). Every rank gets
 // the same bits: each element is reduced by exactly one group of ranks and then copied by
 // shm_allgather. This is NOT shm's or the ring's rank-order sum ((x_0 + x_1) + x_2) + ...
@@ -36,7 +36,7 @@
 // a power of two, barring subnormals). fp32 data on a 16-bit wire: float() of the 16-bit
 // allreduce of the rounded data (the conversion passes of run_wire_by_conversion).
 //
-// Deadline: shm's waits honour the segment's timeout (ShmTimeout), the MPI and ring waits go
+// Deadline: shm's waits honour the segment's timeout (ShmTimeout), the message waits go
 // through bounded_wait.hpp with ctx.timeout (WaitExpired).
 
 #include "mpitrain/collectives/detail/hierarchical_algorithm.hpp"
@@ -58,13 +58,16 @@ namespace mpitrain::detail {
 namespace {
 
 // Inter-node chunk and pipeline depth at 2 nodes: 256 KiB is ~1 ms at 2 Gbit/s, long enough
-// for MPI's per-call overhead to vanish, short enough that 4 of them keep the link busy.
+// for the per-message overhead to vanish, short enough that the first combine starts early.
 constexpr std::size_t kChunkBytes = std::size_t{256} << 10;
 constexpr std::size_t kInFlight = 4;
 
 std::byte* bytes(void* p) noexcept { return static_cast<std::byte*>(p); }
 
 // Allreduces `count` elements of `shard` in place over ctx.cross with `op` (avg as sum).
+// Two nodes: each rank sends its whole shard to its peer in chunks (kInFlight outstanding
+// each way, so both directions of the link stay busy) and combines each received chunk into
+// its own: peer op mine, the same two values on both sides. More nodes: the ring.
 void cross_allreduce(const CommContext& ctx, void* shard, std::size_t count, DType type,
                      ReduceOp op) {
   const ReduceOp combine = op == ReduceOp::avg ? ReduceOp::sum : op;
@@ -73,32 +76,39 @@ void cross_allreduce(const CommContext& ctx, void* shard, std::size_t count, DTy
                    combine, kRingSegmentBytes, ctx.timeout);
     return;
   }
+  const int peer = 1 - ctx.cross_rank;
   const std::size_t esize = dtype_bytes(type);
   const std::size_t chunk =
       std::max<std::size_t>(1, std::min(kChunkBytes / esize, ctx.max_call));
-  const MPI_Datatype mtype = CommContext::mpi_type(type);
-  const MPI_Op mop = ctx.mpi_op(type, combine);
-  std::array<MPI_Request, kInFlight> reqs;
-  reqs.fill(MPI_REQUEST_NULL);
-  std::array<std::size_t, kInFlight> lens{};
-  std::size_t posted = 0;  // chunks posted
-  std::size_t done = 0;    // chunks completed
   const std::size_t chunks = (count + chunk - 1) / chunk;
-  while (done < chunks) {
-    while (posted < chunks && posted - done < kInFlight) {
+  const std::size_t slots = std::min(kInFlight, chunks);
+  auto incoming = std::make_unique_for_overwrite<std::byte[]>(slots * chunk * esize);
+  // reqs[2 s]: the receive into slot s, reqs[2 s + 1]: the send of the same chunk.
+  std::array<MPI_Request, 2 * kInFlight> reqs;
+  reqs.fill(MPI_REQUEST_NULL);
+  constexpr int kTag = 0;
+  std::size_t posted = 0;
+  for (std::size_t done = 0; done < chunks; ++done) {
+    while (posted < chunks && posted - done < slots) {
       const std::size_t off = posted * chunk;
-      const std::size_t len = std::min(chunk, count - off);
-      const std::size_t slot = posted % kInFlight;
-      lens[slot] = len;
-      ctx.check(MPI_Iallreduce(MPI_IN_PLACE, bytes(shard) + off * esize, static_cast<int>(len),
-                               mtype, mop, ctx.cross, &reqs[slot]),
-                "MPI_Iallreduce (hierarchical, across nodes)", len);
+      const int len = static_cast<int>(std::min(chunk, count - off));
+      const std::size_t s = posted % slots;
+      ctx.check(MPI_Irecv(incoming.get() + s * chunk * esize, len, CommContext::mpi_type(type),
+                          peer, kTag, ctx.cross, &reqs[2 * s]),
+                "MPI_Irecv (hierarchical, across nodes)", static_cast<std::size_t>(len));
+      ctx.check(MPI_Isend(bytes(shard) + off * esize, len, CommContext::mpi_type(type), peer,
+                          kTag, ctx.cross, &reqs[2 * s + 1]),
+                "MPI_Isend (hierarchical, across nodes)", static_cast<std::size_t>(len));
       ++posted;
     }
-    const std::size_t slot = done % kInFlight;
-    ctx.check(wait_requests(&reqs[slot], 1, ctx.timeout),
-              "MPI_Wait (hierarchical MPI_Iallreduce across nodes)", lens[slot]);
-    ++done;
+    const std::size_t off = done * chunk;
+    const std::size_t len = std::min(chunk, count - off);
+    const std::size_t s = done % slots;
+    // The send must be done too: the combine overwrites the chunk it reads.
+    ctx.check(wait_requests(&reqs[2 * s], 2, ctx.timeout),
+              "MPI_Waitall (hierarchical, across nodes)", len);
+    reduce_inplace(bytes(shard) + off * esize, incoming.get() + s * chunk * esize, len, type,
+                   combine);
   }
 }
 
