@@ -27,8 +27,18 @@
 //     3 runs on a loaded machine (load 4.7, 2026-11-25): in-place allgather MPI time / shm
 //     time 2-24 (0.85 once, at 16 MiB); reduce_scatter copying shm / zero-copy shm 3.9-65.
 //
+// Ranks across nodes, several per node (measured at 2 simulated nodes x 2 ranks, links shaped
+// to 2 Gbit/s, scripts/sim_cluster.sh; same VM, load 4-5.4; `sim_cluster.sh run -- sh -c
+// 'mpirun --hostfile "$SIM_CLUSTER_HOSTFILE" -np 4 collective_bench --algo all --min-bytes 1K
+// --max-bytes 64M'`, f32, 2026-11-27; hierarchical/MPI busbw over 3 runs):
+//   - f32, f64, i32, i64, u8: hierarchical in [8 KiB, 64 KiB) (1.56-1.79x MPI; 1.0 at 4 KiB)
+//     and from 256 KiB (1.16-1.92x up to 1 MiB, 1.18-1.52x from 2 MiB to 64 MiB: each node
+//     link carries the buffer once each way, a flat ring 1.5 times it). MPI in [64 KiB,
+//     256 KiB), where Open MPI's TCP path gets faster and hierarchical measured 0.83-1.0x.
+//     bf16/f16 and 16-bit wires keep the rules below (not measured with hierarchical yet).
 // Ranks across nodes (shm declines; measured on one node, to be re-measured across nodes):
-//   - f32, f64, i32, i64, u8: MPI_Allreduce on the caller's buffers (no rule: the fallback).
+//   - f32, f64, i32, i64, u8 at one rank per node: MPI_Allreduce on the caller's buffers (no
+//     rule: the fallback).
 //   - bf16, f16: MPI has no such types. MPI_Allreduce with our user ops (fp32 combine, one
 //     rounding per combine) has the lower latency for small buffers; the ring, moving the
 //     same 16-bit data with AVX2/F16C combines fused into the receive, is faster for larger
@@ -134,6 +144,18 @@ AlgorithmSelection AlgorithmSelection::builtin() {
     return r;
   };
   std::vector<SelectionRule> rules = one_node_rules();
+  // Across nodes with several ranks per node: hierarchical for the native types in
+  // [8 KiB, 64 KiB) and from 256 KiB (MPI between).
+  for (const auto& [lo, hi] : {std::pair{8 * KiB, 64 * KiB}, std::pair{256 * KiB, kNoEnd}}) {
+    SelectionRule hierarchical = rule(Collective::allreduce,
+                                      dtype_set({DType::f32, DType::f64, DType::i32, DType::i64,
+                                                 DType::u8}),
+                                      lo, hi, "hierarchical");
+    hierarchical.wire = SelectionRule::Wire::no;
+    hierarchical.min_nodes = 2;
+    hierarchical.min_local_ranks = 2;
+    rules.push_back(hierarchical);
+  }
   // Across nodes (shm declines): MPI, the ring for 16-bit types as measured on one node.
   SelectionRule bf16_band =
       allreduce(dtype_set({DType::bf16}), combining, 2 * MiB, false, "mpi");

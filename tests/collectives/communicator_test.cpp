@@ -141,10 +141,18 @@ void expect_rules_across_nodes(const Communicator& comm) {
   constexpr std::size_t KiB = 1024;
   constexpr std::size_t MiB = KiB * KiB;
   const auto peers = static_cast<std::size_t>(comm.size() - 1);
+  // hierarchical in [8 KiB, 64 KiB) and from 256 KiB when several ranks share each node (as
+  // at 2 x 2), else MPI.
+  const bool several = comm.local_size() > 1;
+  const auto hierarchical = [&](std::size_t bytes) {
+    return several && bytes >= 8 * KiB && (bytes < 64 * KiB || bytes >= 256 * KiB);
+  };
   for (ReduceOp op : kAllOps) {
     for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8}) {
-      for (std::size_t bytes : {std::size_t{8}, 64 * KiB, 256 * MiB}) {
-        EXPECT_EQ(comm.default_allreduce_algorithm(bytes / dtype_bytes(t), t, op), "mpi")
+      for (std::size_t bytes : {std::size_t{8}, 8 * KiB - 8, 8 * KiB, 64 * KiB, 256 * KiB - 8,
+                                256 * KiB, 256 * MiB}) {
+        EXPECT_EQ(comm.default_allreduce_algorithm(bytes / dtype_bytes(t), t, op),
+                  hierarchical(bytes) ? "hierarchical" : "mpi")
             << bytes << " B " << to_string(t) << " " << to_string(op);
       }
     }
