@@ -31,10 +31,11 @@
 // to 2 Gbit/s, scripts/sim_cluster.sh; same VM, load 4-5.4; `sim_cluster.sh run -- sh -c
 // 'mpirun --hostfile "$SIM_CLUSTER_HOSTFILE" -np 4 collective_bench --algo all --min-bytes 1K
 // --max-bytes 64M'`, f32, 2026-11-27; hierarchical/MPI busbw over 3 runs):
-//   - f32, f64, i32, i64, u8: hierarchical in [8 KiB, 64 KiB) (1.56-1.79x MPI; 1.0 at 4 KiB)
-//     and from 256 KiB (1.16-1.92x up to 1 MiB, 1.18-1.52x from 2 MiB to 64 MiB: each node
-//     link carries the buffer once each way, a flat ring 1.5 times it). MPI in [64 KiB,
-//     256 KiB), where Open MPI's TCP path gets faster and hierarchical measured 0.83-1.0x.
+//   - f32, f64, i32, i64, u8: hierarchical in [8 KiB, 64 KiB) (1.39-1.79x MPI; 0.83-1.05x
+//     below) and from 256 KiB (1.16-1.92x up to 1 MiB, 1.20-1.52x from 2 MiB to 64 MiB:
+//     each node link carries the buffer once each way, a flat ring 1.5 times it). MPI in
+//     [64 KiB, 256 KiB), where Open MPI's TCP path gets faster and hierarchical measured
+//     0.65-1.17x.
 //     bf16/f16 and 16-bit wires keep the rules below (not measured with hierarchical yet).
 // Ranks across nodes (shm declines; measured on one node, to be re-measured across nodes):
 //   - f32, f64, i32, i64, u8 at one rank per node: MPI_Allreduce on the caller's buffers (no

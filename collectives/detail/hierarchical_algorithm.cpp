@@ -21,20 +21,25 @@
 //   once; count < L leaves some shards of padding only.
 //   avg: stages 1-2 sum; each rank divides its shard by n before stage 3.
 //
+// Synchronisations: stages 1 and 3 as shm's (1 per workspace piece; 2 in all when every
+// buffer lies in the arena), stage 2 one message each way per chunk (N = 2) or the ring's
+// 2 (N-1) steps; no barrier.
+//
 // Reduction order and rounding: element i of shard r is reduced on each node by shm in local
 // rank order, s_k = ((x_{k,0} op x_{k,1}) op ...) op x_{k,L-1} for node k; then across nodes
-// at N = 2 as s_peer op s_mine (both ranks of `cross` combine the same two values, and the
-// combines are commutative, signed zeros included, see reduce_kernels.hpp; the one freedom:
-// the payload of a NaN sum of two NaNs), at
-// N > 2 by the ring's order (each chunk combined on one rank, then copied). Every rank gets
-// the same bits: each element is reduced by exactly one group of ranks and then copied by
-// shm_allgather. This is NOT shm's or the ring's rank-order sum ((x_0 + x_1) + x_2) + ...
-// in general: floating-point results may differ from theirs in the last bits (node sums are
-// added, not ranks one by one). 16-bit types (bf16, f16) round to 16 bits at every combine,
-// as shm and the ring do (the MPI stage uses the fp32-combining user ops); avg of a 16-bit
-// type rounds the sum to 16 bits, then divides in fp32 and rounds once more (exact when n is
-// a power of two, barring subnormals). fp32 data on a 16-bit wire: float() of the 16-bit
-// allreduce of the rounded data (the conversion passes of run_wire_by_conversion).
+// at N = 2 as s_peer op s_mine on both ranks of the pair (the same two values, and the
+// reduce_kernels.hpp combines are commutative, signed zeros included; the one freedom is the
+// payload of a NaN), at N > 2 in the ring's order (each chunk combined on one rank, then
+// copied). Every rank gets the same bits: each element is reduced by exactly one group of
+// ranks and then copied by shm_allgather. This is NOT shm's or the ring's rank-order sum
+// ((x_0 + x_1) + x_2) + ... in general: floating-point results may differ from theirs in the
+// last bits (node sums are added, not ranks one by one); at 2 x 2, ranks placed node by
+// node, it is (x_0 + x_1) + (x_2 + x_3). 16-bit types (bf16, f16) widen to fp32, combine and
+// round to 16 bits at every combine, as shm and the ring do; avg of a 16-bit type rounds the
+// sum to 16 bits, then divides in fp32 and rounds once more (exact when n is a power of two,
+// barring subnormals).
+// fp32 data on a 16-bit wire: float() of the 16-bit allreduce of the rounded data (the
+// conversion passes of run_wire_by_conversion), so the bytes crossing nodes are 16-bit.
 //
 // Deadline: shm's waits honour the segment's timeout (ShmTimeout), the message waits go
 // through bounded_wait.hpp with ctx.timeout (WaitExpired).
