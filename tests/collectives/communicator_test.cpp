@@ -161,8 +161,9 @@ void expect_rules_across_nodes(const Communicator& comm) {
       for (std::size_t bytes : {std::size_t{2}, 8 * KiB, ring_from - 2, ring_from, 4 * MiB, 32 * MiB}) {
         const bool band = t == DType::bf16 && op != ReduceOp::avg && comm.size() == 2 &&
                           bytes >= 2 * MiB && bytes < 8 * MiB;
-        EXPECT_EQ(comm.default_allreduce_algorithm(bytes / 2, t, op),
-                  bytes >= ring_from && !band ? "ring" : "mpi")
+        const char* expected = bytes >= ring_from && !band ? "ring" : "mpi";
+        if (several && t == DType::bf16 && bytes >= 256 * KiB) expected = "hierarchical";
+        EXPECT_EQ(comm.default_allreduce_algorithm(bytes / 2, t, op), expected)
             << bytes << " B " << to_string(t) << " " << to_string(op);
       }
     }
