@@ -60,17 +60,22 @@ std::size_t check_allreduce(const Communicator& comm, std::size_t count, ReduceO
 }
 
 // Checks allreduce sum/avg/max in f32, bf16 and f16 through every algorithm that can run on
-// this launch's layout, passing each row's wrong count to `report`. shm works through one
-// node's shared memory and refuses (std::invalid_argument) when the ranks span nodes: it is
-// named as not run then, instead of ending the check on its refusal.
+// this launch's layout, passing each row's wrong count to `report`. An algorithm the
+// Communicator reports as unable to run on this layout (shm when the ranks span nodes,
+// hierarchical on one node) is named as not run, with its reason, instead of ending the check
+// on its refusal.
 template <class Report>
 void check_every_allreduce(const Communicator& comm, std::FILE* out, const Report& report) {
   const std::size_t counts[] = {0, 1, 7, 1000, 262147};
   for (std::string_view algo : algorithm_names(Collective::allreduce)) {
-    if (algo == "shm" && comm.node_count() > 1) {
+    if (const std::string why = comm.cannot_run(algo, Collective::allreduce, DType::f32,
+                                                 ReduceOp::sum);
+        !why.empty()) {
       if (comm.rank() == 0) {
-        std::fprintf(out, "  %-40s not run: the ranks span %d nodes, shm runs within one\n",
-                     "allreduce shm", comm.node_count());
+        const std::string name = "allreduce " + std::string(algo);
+        const std::size_t colon = why.rfind(": ");
+        const std::string reason = colon == std::string::npos ? why : why.substr(colon + 2);
+        std::fprintf(out, "  %-40s not run: %s\n", name.c_str(), reason.c_str());
       }
       continue;
     }

@@ -10,7 +10,9 @@
 // another), so the ring had the large sizes. Since its waiters sleep on a futex after 50 us
 // (shm_segment.cpp), shm copied through its workspaces (ordinary buffers) beat MPI and the
 // ring at every size in 2026-11-27's runs (`--dtype f32,bf16 --algo all --min-bytes 1K
-// --max-bytes 256M`, rows interleaved, the machine shared with compilers, load 3-6):
+// --max-bytes 256M`, rows interleaved, the machine shared with compilers, load 3-6; and on
+// the quiet machine, load 1.1-1.7, with waiters spinning 20 us first, `--algo default`:
+// f32 1.41-5.03x MPI at every size from 1 KiB, bf16 1.34-3.56x):
 //   - f32 (and the other native types, by bytes): shm at every size: 1.6-3.0x MPI below
 //     64 KiB, 1.4-2.4x from 64 KiB to 16 MiB (one run had a dip to 0.44-0.93x at 1-2 MiB under
 //     load 6), 2.8-4.1x from 32 MiB; the ring 0.6-2.5x.
@@ -30,8 +32,23 @@
 //     3 runs on a loaded machine (load 4.7, 2026-11-25): in-place allgather MPI time / shm
 //     time 2-24 (0.85 once, at 16 MiB); reduce_scatter copying shm / zero-copy shm 3.9-65.
 //
+// Ranks across nodes, several per node (measured at 2 simulated nodes x 2 ranks, links shaped
+// to 2 Gbit/s, scripts/sim_cluster.sh; same VM, load 4-5.4; `sim_cluster.sh run -- sh -c
+// 'mpirun --hostfile "$SIM_CLUSTER_HOSTFILE" -np 4 collective_bench --algo all --min-bytes 1K
+// --max-bytes 64M'`, f32, 2026-11-27; hierarchical/MPI busbw over 3 runs):
+//   - f32, f64, i32, i64, u8: hierarchical in [8 KiB, 64 KiB) (1.39-1.79x MPI; 0.83-1.05x
+//     below) and from 256 KiB (1.16-1.92x up to 1 MiB, 1.20-1.52x from 2 MiB to 64 MiB:
+//     each node link carries the buffer once each way, a flat ring 1.5 times it). MPI in
+//     [64 KiB, 256 KiB), where Open MPI's TCP path gets faster and hierarchical measured
+//     0.65-1.17x.
+//   - bf16: hierarchical from 256 KiB (one run with --dtype f32,bf16 --min-bytes 256K while
+//     another developer's benchmark ran on the machine: 1.21-3.36x the ring's busbw, the rule
+//     below, from 256 KiB to 64 MiB as sent; 1.05-2.03x MPI's, except 0.91x at 16 MiB).
+//     Below 256 KiB, f16 and 16-bit wires keep the rules below (not measured with
+//     hierarchical yet).
 // Ranks across nodes (shm declines; measured on one node, to be re-measured across nodes):
-//   - f32, f64, i32, i64, u8: MPI_Allreduce on the caller's buffers (no rule: the fallback).
+//   - f32, f64, i32, i64, u8 at one rank per node: MPI_Allreduce on the caller's buffers (no
+//     rule: the fallback).
 //   - bf16, f16: MPI has no such types. MPI_Allreduce with our user ops (fp32 combine, one
 //     rounding per combine) has the lower latency for small buffers; the ring, moving the
 //     same 16-bit data with AVX2/F16C combines fused into the receive, is faster for larger
@@ -46,6 +63,7 @@
 
 #include "mpitrain/collectives/algorithm_selection.hpp"
 
+#include <tuple>
 #include <utility>
 
 namespace mpitrain {
@@ -136,6 +154,18 @@ AlgorithmSelection AlgorithmSelection::builtin() {
     return r;
   };
   std::vector<SelectionRule> rules = one_node_rules();
+  // Across nodes with several ranks per node: hierarchical for the native types in
+  // [8 KiB, 64 KiB) and from 256 KiB (MPI between), for bf16 from 256 KiB.
+  const DTypeSet native = dtype_set({DType::f32, DType::f64, DType::i32, DType::i64, DType::u8});
+  for (const auto& [types, lo, hi] :
+       {std::tuple{native, 8 * KiB, 64 * KiB}, std::tuple{native, 256 * KiB, kNoEnd},
+        std::tuple{dtype_set({DType::bf16}), 256 * KiB, kNoEnd}}) {
+    SelectionRule hierarchical = rule(Collective::allreduce, types, lo, hi, "hierarchical");
+    hierarchical.wire = SelectionRule::Wire::no;
+    hierarchical.min_nodes = 2;
+    hierarchical.min_local_ranks = 2;
+    rules.push_back(hierarchical);
+  }
   // Across nodes (shm declines): MPI, the ring for 16-bit types as measured on one node.
   SelectionRule bf16_band =
       allreduce(dtype_set({DType::bf16}), combining, 2 * MiB, false, "mpi");

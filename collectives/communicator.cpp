@@ -77,6 +77,24 @@ void find_node_layout(detail::CommContext& ctx) {
     if (r < lowest_rank_on_node) ctx.node_index += leader;
     if (lowest_of_r == lowest_rank_on_node) ctx.node_rank_of[static_cast<std::size_t>(r)] = next_node_rank++;
   }
+  // Every node holds local_size ranks when each node's lowest rank leads local_size ranks.
+  std::vector<int> ranks_led(lowest.size(), 0);
+  for (const int l : lowest) ++ranks_led[static_cast<std::size_t>(l)];
+  ctx.uniform_nodes = true;
+  for (int r = 0; r < ctx.size; ++r) {
+    const int n = ranks_led[static_cast<std::size_t>(r)];
+    if (n != 0 && n != ctx.local_size) ctx.uniform_nodes = false;
+  }
+  // The cross-node communicator (hierarchical algorithm): every rank decides alike, since
+  // node_count and uniform_nodes come from the same allgathered table.
+  if (ctx.node_count > 1 && ctx.uniform_nodes) {
+    ctx.check(MPI_Comm_split(ctx.comm, ctx.local_rank, ctx.rank, &ctx.cross), "MPI_Comm_split",
+              0);
+    ctx.check(MPI_Comm_set_errhandler(ctx.cross, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+              0);
+    ctx.check(MPI_Comm_rank(ctx.cross, &ctx.cross_rank), "MPI_Comm_rank", 0);
+    ctx.check(MPI_Comm_size(ctx.cross, &ctx.cross_size), "MPI_Comm_size", 0);
+  }
 }
 
 // Counts the threads inside a collective that has a deadline while it lives (none without

@@ -109,6 +109,33 @@ Plan plan_of(const Options& opt) {
   return p;
 }
 
+// Removes from plan.algos, under `--algo all`, every algorithm the Communicator reports it
+// cannot run on this launch's layout for one of the plan's types (shm when the ranks span
+// nodes, hierarchical on one node), and returns each one removed with its reason (the header
+// names them). A single named algorithm is left to fail with its reason.
+std::vector<Skipped> skip_unrunnable(const Communicator& comm, const Options& opt, Plan& plan) {
+  std::vector<Skipped> skipped;
+  if (opt.algo != "all") return skipped;
+  const Collective op = parse_collective(opt.op);
+  const ReduceOp reduce =
+      plan.collective->redop() == "none" ? ReduceOp::sum : parse_reduce_op(plan.collective->redop());
+  std::erase_if(plan.algos, [&](const std::string& algo) {
+    for (DType type : plan.types) {
+      std::string why = comm.cannot_run(algo, op, type, reduce);
+      if (why.empty()) continue;
+      // "<call>: algorithm 'x' cannot run it: <reason>": the reason alone.
+      const std::string marker = "cannot run it: ";
+      if (const std::size_t at = why.find(marker); at != std::string::npos) {
+        why = why.substr(at + marker.size());
+      }
+      skipped.push_back({algo, std::move(why)});
+      return true;
+    }
+    return false;
+  });
+  return skipped;
+}
+
 // Returns the --json file, open on rank 0 (closed elsewhere and without --json); every rank
 // throws UsageError when rank 0 cannot write it.
 std::ofstream open_json(const Communicator& comm, const std::string& path) {
@@ -127,10 +154,11 @@ std::ofstream open_json(const Communicator& comm, const std::string& path) {
 }  // namespace
 
 std::vector<Row> run_rows(const Communicator& comm, const Options& opt) {
-  const Plan plan = plan_of(opt);
+  Plan plan = plan_of(opt);
+  const std::vector<Skipped> skipped = skip_unrunnable(comm, opt, plan);
   const bool print = comm.rank() == 0;
   const std::string_view redop = plan.collective->redop();
-  if (print) print_header(opt, plan.types.size(), comm.size(), comm.node_count());
+  if (print) print_header(opt, plan.types.size(), comm.size(), comm.node_count(), skipped);
   const auto groups = groups_of(plan.types, plan.min_bytes, plan.max_bytes);
   const Placement placement{opt.buffers == "shared", opt.in_place};
   std::size_t shared_capacity = 0;
@@ -152,7 +180,8 @@ std::vector<Row> run_rows(const Communicator& comm, const Options& opt) {
 }
 
 int run(const Communicator& comm, const Options& opt) {
-  const Plan plan = plan_of(opt);
+  Plan plan = plan_of(opt);
+  (void)skip_unrunnable(comm, opt, plan);  // the footers list the algorithms run_rows ran
   std::ofstream json_file = open_json(comm, opt.json);
   const bool print = comm.rank() == 0;
   const std::string_view redop = plan.collective->redop();

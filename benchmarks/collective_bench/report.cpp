@@ -87,13 +87,17 @@ void print_time_vs_f32(const std::vector<Row>& rows, const std::vector<DType>& t
 
 }  // namespace
 
-void print_header(const Options& opt, std::size_t type_count, int world_size, int node_count) {
+void print_header(const Options& opt, std::size_t type_count, int world_size, int node_count,
+                  const std::vector<Skipped>& skipped) {
   std::printf("# collective_bench: %s, %s, %d ranks on %d node(s)\n", opt.op.c_str(),
               opt.dtype.c_str(), world_size, node_count);
   std::printf("# %s\n", MpiRuntime::library_version().substr(0, 60).c_str());
   std::printf("# buffers: %s%s\n",
               opt.buffers == "shared" ? "shared (the node's shared segment)" : "private",
               opt.in_place ? ", in place" : "");
+  for (const Skipped& s : skipped) {
+    std::printf("# skipped: %s (%s)\n", s.algo.c_str(), s.reason.c_str());
+  }
   const bool several = type_count > 1;
   if (opt.iters > 0) {
     std::printf("# %d iterations per %s, interleaved in ~100 us blocks\n", opt.iters,
@@ -104,16 +108,16 @@ void print_header(const Options& opt, std::size_t type_count, int world_size, in
                 100 * kTargetRelError, kMinSeconds, kMaxSeconds,
                 several ? "row, the rows of one element count" : "algorithm and size");
   }
-  std::printf("#\n# %10s %12s %6s %6s %8s %12s %8s %8s %7s %7s\n", "size", "count", "type",
+  std::printf("#\n# %10s %12s %6s %6s %12s %12s %8s %8s %7s %7s\n", "size", "count", "type",
               "redop", "algo", "time_us", "algbw", "busbw", "#wrong", "vs_mpi");
-  std::printf("# %10s %12s %6s %6s %8s %12s %8s %8s %7s %7s\n", "(B)", "(elements)", "", "",
+  std::printf("# %10s %12s %6s %6s %12s %12s %8s %8s %7s %7s\n", "(B)", "(elements)", "", "",
               "", "(us)", "(GB/s)", "(GB/s)", "", "");
   std::fflush(stdout);
 }
 
 void print_row(const Row& row, std::string_view redop) {
   const std::string wrong = row.wrong ? std::to_string(*row.wrong) : "N/A";
-  std::printf("  %10zu %12zu %6s %6s %8s %12.2f %8.3f %8.3f %7s %7.3f\n", row.size, row.count,
+  std::printf("  %10zu %12zu %6s %6s %12s %12.2f %8.3f %8.3f %7s %7.3f\n", row.size, row.count,
               type_name(row.type).c_str(), std::string(redop).c_str(), row.algo.c_str(),
               row.time_us, row.algbw, row.busbw, wrong.c_str(), row.vs_mpi);
   std::fflush(stdout);

@@ -15,8 +15,16 @@
 
 namespace mpitrain::bench {
 
-// Prints the header: the run, the MPI library, how iterations are counted, the column names.
-void print_header(const Options& opt, std::size_t type_count, int world_size, int node_count);
+// An algorithm `--algo all` left out because the Communicator cannot run it on this layout.
+struct Skipped {
+  std::string algo;
+  std::string reason;
+};
+
+// Prints the header: the run, the MPI library, the buffers, one `# skipped: <algo> (<reason>)`
+// line per algorithm left out, how iterations are counted, the column names.
+void print_header(const Options& opt, std::size_t type_count, int world_size, int node_count,
+                  const std::vector<Skipped>& skipped = {});
 
 // Prints one table line.
 void print_row(const Row& row, std::string_view redop);

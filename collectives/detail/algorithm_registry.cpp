@@ -4,6 +4,7 @@
 
 #include <array>
 
+#include "mpitrain/collectives/detail/hierarchical_algorithm.hpp"
 #include "mpitrain/collectives/detail/mpi_algorithm.hpp"
 #include "mpitrain/collectives/detail/reduce_broadcast_algorithm.hpp"
 #include "mpitrain/collectives/detail/ring_algorithm.hpp"
@@ -17,12 +18,14 @@ const MpiAlgorithm kMpi;
 const RingAlgorithm kRing;
 const ReduceBroadcastAlgorithm kReduceBroadcast;
 const ShmAlgorithm kShm;
+const HierarchicalAlgorithm kHierarchical;
 
-const std::array<const Algorithm*, 4> kTable = {
+const std::array<const Algorithm*, 5> kTable = {
     &kMpi,
     &kRing,
     &kReduceBroadcast,
     &kShm,
+    &kHierarchical,
 };
 
 }  // namespace

@@ -51,6 +51,7 @@ CommContext::~CommContext() {
     }
   }
   if (check_comm != MPI_COMM_NULL) MPI_Comm_free(&check_comm);
+  if (cross != MPI_COMM_NULL) MPI_Comm_free(&cross);
   if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
   if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
 }

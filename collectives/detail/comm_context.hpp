@@ -3,8 +3,8 @@
 // collectives/). The Communicator owns one; algorithms receive it by const reference.
 //
 // It owns the MPI objects: the duplicated communicator, the node-local communicator (ranks
-// sharing memory), the MPI user ops that combine bf16/f16 in fp32, and the node's
-// shared-memory segment. The destructor frees
+// sharing memory), the cross-node communicator (ranks sharing a local rank), the MPI user ops
+// that combine bf16/f16 in fp32, and the node's shared-memory segment. The destructor frees
 // them in reverse order of creation unless MPI is finalised or a wait timed out.
 
 #include <mpi.h>
@@ -34,6 +34,14 @@ struct CommContext {
   int node_index = 0;
   // For each rank of `comm`: its rank in `node` when it shares this node, else -1.
   std::vector<int> node_rank_of;
+  // True when every node holds local_size ranks (the hierarchical algorithm needs it).
+  bool uniform_nodes = true;
+  // The ranks of `comm` with this rank's local rank, one per node (split by local rank,
+  // keyed by rank): the hierarchical algorithm's inter-node stage. Created only when
+  // node_count > 1 and uniform_nodes; MPI_COMM_NULL otherwise.
+  MPI_Comm cross = MPI_COMM_NULL;
+  int cross_rank = 0;
+  int cross_size = 1;
   // A duplicate of `comm` for the watch's checks, so that a check never matches a collective
   // of the program (collective_watch.hpp).
   MPI_Comm check_comm = MPI_COMM_NULL;

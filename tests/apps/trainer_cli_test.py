@@ -767,7 +767,7 @@ def scenario_multinode_env_check(r):
     code, out, _ = r.run(4, "check", hosts=LAYOUTS["2x2"], expect=0)
     check("# trainer check: 4 ranks on 2 nodes" in out and "OK: 0 wrong results" in out, out)
     check("allreduce sum ring f32" in out and "allreduce max reduce_bcast f16" in out, out)
-    check("not run: the ranks span 2 nodes, shm runs within one" in out, out)
+    check("not run: the ranks span 2 nodes and shm runs within one node" in out, out)
 
 
 def scenario_multinode_resume(r):

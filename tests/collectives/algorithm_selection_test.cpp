@@ -79,6 +79,31 @@ TEST(AlgorithmSelection, BuiltinTable) {
   EXPECT_EQ(choose(query(DType::f16, ReduceOp::avg, 4u << 10, 3)), "ring");
   EXPECT_EQ(choose(query(DType::f16, ReduceOp::avg, (4u << 10) - 1, 3)), "mpi");
   EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 1u << 30, 1), any_algorithm), "mpi");
+  // 2 nodes x 2 ranks: hierarchical for the native types in [8 KiB, 64 KiB) and from 256 KiB,
+  // MPI between, and for bf16 from 256 KiB; f16 and wires
+  // keep the rules above; not at one rank per node.
+  const auto two_by_two = [](SelectionQuery q) {
+    q.nodes = 2;
+    q.local_ranks = 2;
+    return q;
+  };
+  const auto choose22 = [&](SelectionQuery q) { return sel.choose(two_by_two(q), any_algorithm); };
+  EXPECT_EQ(choose22(query(DType::f32, ReduceOp::sum, (8u << 10) - 1, 4)), "mpi");
+  EXPECT_EQ(choose22(query(DType::f32, ReduceOp::sum, 8u << 10, 4)), "hierarchical");
+  EXPECT_EQ(choose22(query(DType::f32, ReduceOp::sum, 64u << 10, 4)), "mpi");
+  EXPECT_EQ(choose22(query(DType::f32, ReduceOp::sum, (256u << 10) - 1, 4)), "mpi");
+  EXPECT_EQ(choose22(query(DType::f32, ReduceOp::sum, 256u << 10, 4)), "hierarchical");
+  EXPECT_EQ(choose22(query(DType::f64, ReduceOp::avg, 64u << 20, 4)), "hierarchical");
+  EXPECT_EQ(choose22(query(DType::i32, ReduceOp::max, 1u << 20, 4)), "hierarchical");
+  EXPECT_EQ(choose22(query(DType::bf16, ReduceOp::sum, 4u << 20, 4)), "hierarchical");
+  EXPECT_EQ(choose22(query(DType::bf16, ReduceOp::avg, 256u << 10, 4)), "hierarchical");
+  EXPECT_EQ(choose22(query(DType::bf16, ReduceOp::sum, (256u << 10) - 2, 4)), "ring");
+  EXPECT_EQ(choose22(query(DType::f16, ReduceOp::sum, 4u << 20, 4)), "ring");
+  EXPECT_EQ(choose22(query(DType::bf16, ReduceOp::sum, 4u << 20, 4, true)), "ring");
+  EXPECT_EQ(choose(query(DType::f32, ReduceOp::sum, 64u << 20, 2)), "mpi");  // 1 rank per node
+  const auto no_hierarchical = [](std::string_view name) { return name != "hierarchical"; };
+  EXPECT_EQ(sel.choose(two_by_two(query(DType::f32, ReduceOp::sum, 1u << 20, 4)), no_hierarchical),
+            "mpi");
   // One node: shared memory at every size and type; fp32 data on a 16-bit wire keeps the ring.
   EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 32u << 10, 2), any_algorithm), "shm");
   EXPECT_EQ(sel.choose(query(DType::f32, ReduceOp::sum, 1u << 20, 2), any_algorithm), "shm");

@@ -134,11 +134,14 @@ inline bool identical_on_all_ranks(const Communicator& comm, const void* data, s
 }
 
 // Returns the algorithms of `op` that can run on this communicator's layout: every name of
-// algorithm_names(op) but shm when the ranks span nodes (shm runs within one node and declines
-// there: CommunicatorTest.ShmDeclinesAcrossNodes checks how).
+// algorithm_names(op) the Communicator does not report as unable to run on it (shm declines
+// when the ranks span nodes: CommunicatorTest.ShmDeclinesAcrossNodes checks how; hierarchical
+// declines on one node and on uneven nodes: hierarchical_algorithm_test.cpp).
 inline std::vector<std::string_view> runnable_algorithms(const Communicator& comm, Collective op) {
   std::vector<std::string_view> names = algorithm_names(op);
-  if (comm.node_count() > 1) std::erase(names, std::string_view("shm"));
+  std::erase_if(names, [&](std::string_view a) {
+    return !comm.cannot_run(a, op, DType::f32, ReduceOp::sum).empty();
+  });
   return names;
 }
 

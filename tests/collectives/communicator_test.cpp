@@ -122,7 +122,8 @@ TEST_F(CommunicatorTest, RankSizeAndNodes) {
 TEST_F(CommunicatorTest, AlgorithmNames) {
   const std::vector<std::string_view> names = algorithm_names(Collective::allreduce);
   for (std::string_view a : names) EXPECT_NO_THROW(require_algorithm(Collective::allreduce, a));
-  EXPECT_EQ(names, (std::vector<std::string_view>{"default", "mpi", "ring", "reduce_bcast", "shm"}));
+  EXPECT_EQ(names, (std::vector<std::string_view>{"default", "mpi", "ring", "reduce_bcast", "shm",
+                                                  "hierarchical"}));
   EXPECT_EQ(kDefaultAlgorithm, "default");
   try {
     require_algorithm(Collective::allreduce, "tree");
@@ -140,10 +141,18 @@ void expect_rules_across_nodes(const Communicator& comm) {
   constexpr std::size_t KiB = 1024;
   constexpr std::size_t MiB = KiB * KiB;
   const auto peers = static_cast<std::size_t>(comm.size() - 1);
+  // hierarchical in [8 KiB, 64 KiB) and from 256 KiB when several ranks share each node (as
+  // at 2 x 2), else MPI.
+  const bool several = comm.local_size() > 1;
+  const auto hierarchical = [&](std::size_t bytes) {
+    return several && bytes >= 8 * KiB && (bytes < 64 * KiB || bytes >= 256 * KiB);
+  };
   for (ReduceOp op : kAllOps) {
     for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8}) {
-      for (std::size_t bytes : {std::size_t{8}, 64 * KiB, 256 * MiB}) {
-        EXPECT_EQ(comm.default_allreduce_algorithm(bytes / dtype_bytes(t), t, op), "mpi")
+      for (std::size_t bytes : {std::size_t{8}, 8 * KiB - 8, 8 * KiB, 64 * KiB, 256 * KiB - 8,
+                                256 * KiB, 256 * MiB}) {
+        EXPECT_EQ(comm.default_allreduce_algorithm(bytes / dtype_bytes(t), t, op),
+                  hierarchical(bytes) ? "hierarchical" : "mpi")
             << bytes << " B " << to_string(t) << " " << to_string(op);
       }
     }
@@ -152,8 +161,9 @@ void expect_rules_across_nodes(const Communicator& comm) {
       for (std::size_t bytes : {std::size_t{2}, 8 * KiB, ring_from - 2, ring_from, 4 * MiB, 32 * MiB}) {
         const bool band = t == DType::bf16 && op != ReduceOp::avg && comm.size() == 2 &&
                           bytes >= 2 * MiB && bytes < 8 * MiB;
-        EXPECT_EQ(comm.default_allreduce_algorithm(bytes / 2, t, op),
-                  bytes >= ring_from && !band ? "ring" : "mpi")
+        const char* expected = bytes >= ring_from && !band ? "ring" : "mpi";
+        if (several && t == DType::bf16 && bytes >= 256 * KiB) expected = "hierarchical";
+        EXPECT_EQ(comm.default_allreduce_algorithm(bytes / 2, t, op), expected)
             << bytes << " B " << to_string(t) << " " << to_string(op);
       }
     }
