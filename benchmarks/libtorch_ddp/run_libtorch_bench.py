@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The libtorch benchmark's driver: the CNN of cnn.hpp at 2 ranks, samples/s of mpitrain's
 Engine (defaults; overlap off; torch's own AdamW step instead of the fused one) against (a) PyTorch's Python DDP with gloo (ddp_gloo.py) and (b)
 the hand-written allreduce after backward of pytorch/examples' dist-mnist.cpp
