@@ -16,8 +16,9 @@
 //       arena; see begin_input); then, a cache line each, the number of the Communicator
 //       collective the owner last entered and its "reported a timeout" mark (deadline
 //       reports, collective_watch.hpp: peers read them without the owner's help), the
-//       fingerprint check's index and values, and the number of peers asleep on the
-//       owner's sequence number (wait_all; shared_futex.hpp);
+//       fingerprint check's index and values, and the numbers of peers asleep on the
+//       owner's sequence number (wait_all) and on its check index (wait_check_index), each
+//       on its own cache line (shared_futex.hpp);
 //   workspace 0, workspace 1: each `workspace_bytes` of input followed by `workspace_bytes` of
 //       output; a collective alternates between them piece by piece (double buffering), so a
 //       rank may run one piece ahead of its slowest peer without overwriting what it reads.
