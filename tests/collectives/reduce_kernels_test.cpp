@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <limits>
 #include <vector>
 
@@ -76,6 +77,53 @@ TEST_P(HalfKernels, SumMatchesScalarOnEveryPattern) {
     for (std::size_t i = 0; i < a.size(); ++i) differ += !same16(t, io[i], out[i]);
     EXPECT_EQ(differ, 0u) << to_string(t) << " b=0x" << std::hex << bv;
   }
+}
+
+// Each loop (AVX-512, AVX2, scalar) on its own: the default path takes only the first this
+// CPU has, so without this the others would go untested here.
+TEST_P(HalfKernels, EveryInstructionSetGivesTheScalarBits) {
+  using detail::HalfSumIsa;
+  const DType t = GetParam();
+  std::vector<std::uint16_t> a(65536 + 37);  // every pattern, then a tail off the blocks
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::uint16_t>(i * 40503u);
+  std::vector<std::uint16_t> want(a.size()), got(a.size());
+  int ran = 0;
+  for (HalfSumIsa isa : {HalfSumIsa::avx512, HalfSumIsa::avx2}) {
+    std::vector<std::uint16_t> probe(1);
+    if (!detail::sum_and_divide_on(isa, probe.data(), a.data(), a.data(), 1, t, 1)) {
+      std::cout << "this CPU lacks instruction set " << static_cast<int>(isa)
+                << " (0 = AVX-512, 1 = AVX2): its loop is not checked here\n";
+      continue;
+    }
+    ++ran;
+    for (std::uint16_t bv : second_operands(t)) {
+      const std::vector<std::uint16_t> b(a.size(), bv);
+      for (int divisor : {1, 3}) {
+        for (std::size_t n : {a.size(), std::size_t{0}, std::size_t{1}, std::size_t{31},
+                              std::size_t{33}, std::size_t{47}}) {
+          ASSERT_TRUE(detail::sum_and_divide_on(HalfSumIsa::scalar, want.data(), a.data(),
+                                                b.data(), n, t, divisor));
+          ASSERT_TRUE(detail::sum_and_divide_on(isa, got.data(), a.data(), b.data(), n, t,
+                                                divisor));
+          std::size_t wrong = 0;
+          for (std::size_t i = 0; i < n; ++i) wrong += !same16(t, got[i], want[i]);
+          EXPECT_EQ(wrong, 0u) << to_string(t) << " isa " << static_cast<int>(isa) << " b=0x"
+                               << std::hex << bv << std::dec << " n " << n << " divisor "
+                               << divisor;
+        }
+        // out == b, in place.
+        std::vector<std::uint16_t> io = b;
+        ASSERT_TRUE(detail::sum_and_divide_on(isa, io.data(), a.data(), io.data(), io.size(), t,
+                                              divisor));
+        ASSERT_TRUE(detail::sum_and_divide_on(HalfSumIsa::scalar, want.data(), a.data(),
+                                              b.data(), b.size(), t, divisor));
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < io.size(); ++i) differ += !same16(t, io[i], want[i]);
+        EXPECT_EQ(differ, 0u) << to_string(t) << " isa " << static_cast<int>(isa) << " in place";
+      }
+    }
+  }
+  RecordProperty("vector_loops_checked", ran);
 }
 
 TEST_P(HalfKernels, AverageDividesInFp32BeforeTheOnlyRounding) {
