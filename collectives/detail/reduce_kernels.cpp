@@ -145,8 +145,8 @@ struct Fp16x8 {
   }
 };
 
-// out[i] = round((a[i] + b[i]) / divisor); divisor 1 skips the division. out may equal b:
-// each block of 16 (or 8) lanes is loaded before it is stored.
+// out[i] = round((a[i] + b[i]) / divisor); divisor 1 skips the division. out may equal a or
+// b: each block of 16 (or 8) lanes is loaded before it is stored.
 template <class V>
 MPITRAIN_AVX2 void avx_sum(std::uint16_t* out, const std::uint16_t* a, const std::uint16_t* b,
                            std::size_t n, int divisor) noexcept {
@@ -223,7 +223,7 @@ struct Fp16x16 {
 };
 
 // avx_sum with 16 lanes per vector, two vectors per step; the last < 32 elements go to the
-// AVX2 loop. out may equal b, as in avx_sum.
+// AVX2 loop. out may equal a or b, as in avx_sum.
 template <class V>
 MPITRAIN_AVX512 void avx512_sum(std::uint16_t* out, const std::uint16_t* a,
                                 const std::uint16_t* b, std::size_t n, int divisor) noexcept {
@@ -409,16 +409,23 @@ template <class S, class Op>
 MPITRAIN_INLINE void loop_io(S* __restrict io, const S* __restrict in, std::size_t n, Op op) {
   for (std::size_t i = 0; i < n; ++i) io[i] = op(in[i], io[i]);
 }
+// io[i] = op(io[i], in[i]): the output is the first operand.
+template <class S, class Op>
+MPITRAIN_INLINE void loop_first(S* __restrict io, const S* __restrict in, std::size_t n, Op op) {
+  for (std::size_t i = 0; i < n; ++i) io[i] = op(io[i], in[i]);
+}
 template <class S, class Op>
 MPITRAIN_INLINE void loop_out(S* __restrict out, const S* __restrict a, const S* __restrict b,
                               std::size_t n, Op op) {
   for (std::size_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
 }
-// out[i] = op(a[i], b[i]) where out is either b exactly or disjoint from both.
+// out[i] = op(a[i], b[i]) where out is a or b exactly, or disjoint from both.
 template <class S, class Op>
 MPITRAIN_INLINE void binary(void* out, const void* a, const void* b, std::size_t n, Op op) {
   if (out == b) {
     loop_io(static_cast<S*>(out), static_cast<const S*>(a), n, op);
+  } else if (out == a) {
+    loop_first(static_cast<S*>(out), static_cast<const S*>(b), n, op);
   } else {
     loop_out(static_cast<S*>(out), static_cast<const S*>(a), static_cast<const S*>(b), n, op);
   }

@@ -26,13 +26,13 @@ namespace mpitrain::detail {
 void reduce_inplace(void* inout, const void* in, std::size_t count, DType type,
                     ReduceOp op) noexcept;
 
-// out[i] = a[i] (op) b[i]. `out` may be `b` exactly; otherwise no overlap.
+// out[i] = a[i] (op) b[i]. `out` may be `a` or `b` exactly; otherwise no overlap.
 void reduce_into(void* out, const void* a, const void* b, std::size_t count, DType type,
                  ReduceOp op) noexcept;
 
 // out[i] = (a[i] + b[i]) / divisor, the last combining step of an average: 16-bit formats
 // add and divide in fp32 and round once; f32/f64 round the sum, then the quotient; integers
-// truncate. `out` may be `b` exactly; otherwise no overlap.
+// truncate. `out` may be `a` or `b` exactly; otherwise no overlap.
 void sum_and_divide(void* out, const void* a, const void* b, std::size_t count, DType type,
                     int divisor) noexcept;
 

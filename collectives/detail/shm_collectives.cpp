@@ -82,6 +82,26 @@ std::vector<std::uint64_t> input_offsets(const ShmSegment& seg, bool* all_in_pla
   return offsets;
 }
 
+// out = ((in[0] op in[1]) op in[2]) ... op in[n-1] where out is in[own] itself (the same
+// bytes, writable through `out`): the steps before in[own] is consumed accumulate in
+// `scratch` (disjoint from every input), the step that consumes it writes over it, and the
+// later ones accumulate there. No final copy: the kernels allow an output that is exactly one
+// operand. avg divides by n in the last step.
+void combine_into_own(std::byte* out, std::byte* scratch, const std::vector<const std::byte*>& in,
+                      int own, std::size_t count, DType type, ReduceOp op) {
+  const int n = static_cast<int>(in.size());
+  const void* acc = in[0];
+  for (int k = 1; k < n; ++k) {
+    void* step_out = k < own ? static_cast<void*>(scratch) : static_cast<void*>(out);
+    if (op == ReduceOp::avg && k == n - 1) {
+      sum_and_divide(step_out, in[static_cast<std::size_t>(k)], acc, count, type, n);
+    } else {
+      reduce_into(step_out, in[static_cast<std::size_t>(k)], acc, count, type, op);
+    }
+    acc = step_out;
+  }
+}
+
 // The whole buffer at once, when every rank's input lies in the arena and the allreduce is
 // in place (the engine's gradient buckets): after the first stage (every input is ready),
 // each rank combines its slice of the whole buffer, reading every rank's buffer in rank
@@ -92,15 +112,16 @@ std::vector<std::uint64_t> input_offsets(const ShmSegment& seg, bool* all_in_pla
 //
 // Cost for n ranks and B bytes: 3 synchronisations in all (the first shared with the piece
 // loop), whatever B; per rank no copy in, B/n combined from n buffers ((n-1) B/n read from
-// peers), (n-1) B/n copied from peers. About half the memory traffic of the piece path.
+// peers) straight into its own buffer, (n-1) B/n copied from peers. About half the memory
+// traffic of the piece path.
 void allreduce_whole_in_place(ShmSegment& seg, const std::vector<std::uint64_t>& offsets,
                               std::size_t count, DType type, ReduceOp op, int b,
                               const char* name) {
   const int n = seg.size();
   const std::size_t eb = dtype_bytes(type);
   const Slice mine = slice_of(count, n, seg.rank(), eb);
-  // Combined in chunks through this rank's output workspace of piece buffer `b` (unused on
-  // this path): the combine's output may not alias its inputs, and our own slice is one.
+  // Partial results of the ranks before this one, in chunks through this rank's output
+  // workspace of piece buffer `b` (unused on this path; rank 0 never needs it).
   std::byte* scratch = seg.workspace_out(seg.rank(), b);
   const std::size_t chunk = std::max<std::size_t>(seg.workspace_bytes() / eb, 1);
   std::vector<const std::byte*> inputs(static_cast<std::size_t>(n));
@@ -111,8 +132,7 @@ void allreduce_whole_in_place(ShmSegment& seg, const std::vector<std::uint64_t>&
       inputs[static_cast<std::size_t>(q)] =
           seg.peer_address(q, offsets[static_cast<std::size_t>(q)]) + at * eb;
     }
-    combine_in_rank_order(scratch, inputs, m, type, op);
-    std::memcpy(own + at * eb, scratch, m * eb);
+    combine_into_own(own + at * eb, scratch, inputs, seg.rank(), m, type, op);
   }
   seg.wait_all(seg.publish(), name);
   for (int q = 0; q < n; ++q) {

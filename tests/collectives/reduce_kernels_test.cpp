@@ -283,8 +283,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, HalfKernels, ::testing::Values(DType::bf16, DT
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(ReduceKernels, TailsOfEveryLengthAndAliasing) {
-  // Lengths around the 8- and 16-lane blocks; out == b (in place) and out separate; sums and
-  // averages of both 16-bit formats, and f32.
+  // Lengths around the 8-, 16- and 32-lane blocks; out == a, out == b (in place) and out
+  // separate; sums and averages of both 16-bit formats, and f32.
   for (std::size_t n = 0; n <= 40; ++n) {
     std::vector<float> a(n), b(n), out(n, -1.0f);
     for (std::size_t i = 0; i < n; ++i) {
@@ -293,6 +293,16 @@ TEST(ReduceKernels, TailsOfEveryLengthAndAliasing) {
     }
     reduce_into(out.data(), a.data(), b.data(), n, DType::f32, ReduceOp::sum);
     for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(out[i], 3.0f * static_cast<float>(i));
+    // out == a, for every op: the output is the first operand.
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+      std::vector<float> io = a;
+      reduce_into(io.data(), io.data(), b.data(), n, DType::f32, op);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float want = op == ReduceOp::sum ? 3.0f * static_cast<float>(i)
+                           : op == ReduceOp::max ? b[i] : a[i];
+        EXPECT_EQ(io[i], want) << to_string(op) << " n " << n;
+      }
+    }
     for (DType t : {DType::bf16, DType::f16}) {
       std::vector<std::uint16_t> ha(n), hb(n), hout(n, 0xffff), havg(n, 0xffff);
       for (std::size_t i = 0; i < n; ++i) {
@@ -301,11 +311,16 @@ TEST(ReduceKernels, TailsOfEveryLengthAndAliasing) {
       }
       reduce_into(hout.data(), ha.data(), hb.data(), n, t, ReduceOp::sum);
       sum_and_divide(havg.data(), ha.data(), hb.data(), n, t, 3);
+      std::vector<std::uint16_t> first = ha, first_avg = ha;
+      reduce_into(first.data(), first.data(), hb.data(), n, t, ReduceOp::sum);  // out == a
+      sum_and_divide(first_avg.data(), first_avg.data(), hb.data(), n, t, 3);
       reduce_into(hb.data(), ha.data(), hb.data(), n, t, ReduceOp::sum);  // out == b
       for (std::size_t i = 0; i < n; ++i) {
         EXPECT_EQ(half_to_float(t, hout[i]), 3.0f * static_cast<float>(i)) << to_string(t) << n;
         EXPECT_EQ(half_to_float(t, havg[i]), static_cast<float>(i)) << to_string(t) << n;
         EXPECT_EQ(hb[i], hout[i]);
+        EXPECT_EQ(first[i], hout[i]);
+        EXPECT_EQ(first_avg[i], havg[i]);
       }
     }
   }
