@@ -16,7 +16,6 @@
 #include <map>
 #include <numeric>
 #include <sstream>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -110,16 +109,6 @@ void check_on_dummy_batch(const TrainConfig& config, torch::jit::Module& module,
   }
 }
 
-// Returns the parameters to train (requires_grad), each tensor once (tied weights).
-std::vector<at::Tensor> unique_trained_parameters(const torch::jit::Module& module) {
-  std::vector<at::Tensor> out;
-  std::unordered_set<const void*> seen;
-  for (const at::Tensor& p : module.parameters(true)) {
-    if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
-  }
-  return out;
-}
-
 std::unique_ptr<torch::optim::Optimizer> make_torch_optimizer(const TrainConfig& config,
                                                               const std::vector<at::Tensor>& params) {
   const auto& o = config.optimizer;
@@ -159,7 +148,7 @@ class TorchScriptModel final : public ExternalModel {
  public:
   TorchScriptModel(const TrainConfig& config, torch::jit::Module module, std::vector<std::int64_t> shape)
       : config_(config), module_(std::move(module)), shape_(std::move(shape)),
-        parameters_(unique_trained_parameters(module_)), language_model_(is_language_model(config)) {}
+        parameters_(libtorch::unique_trained_parameters(module_)), language_model_(is_language_model(config)) {}
 
   void prepare(Engine& engine, const nn::Optimizer& lr) override {
     lr_ = &lr;

@@ -76,6 +76,15 @@ std::vector<at::Tensor> unique_parameters(const torch::nn::Module& module) {
   return out;
 }
 
+std::vector<at::Tensor> unique_trained_parameters(const torch::jit::Module& module) {
+  std::vector<at::Tensor> out;
+  std::unordered_map<const void*, bool> seen;
+  for (const at::Tensor& p : module.parameters(true)) {
+    if (p.requires_grad() && seen.emplace(p.unsafeGetTensorImpl(), true).second) out.push_back(p);
+  }
+  return out;
+}
+
 struct TorchModel::Torch {
   std::vector<at::Tensor> params;  // registered, in registration order
   std::vector<NamedTensor> every_param;  // every torch name (aliases too), for save/load

@@ -94,6 +94,11 @@ class TorchOptimizer;
 // update it once per appearance; TorchModel refuses such an optimizer).
 std::vector<at::Tensor> unique_parameters(const torch::nn::Module& module);
 
+// Returns the TorchScript module's parameters that require a gradient, each tensor once (tied
+// weights), in parameters() order: what the trainer and the benchmarks build their torch
+// optimizer over.
+std::vector<at::Tensor> unique_trained_parameters(const torch::jit::Module& module);
+
 struct TorchOptions {
   // Broadcast the buffers from rank 0 in before_forward() (DDP's broadcast_buffers). They
   // are broadcast once in prepare either way.

@@ -26,7 +26,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -39,17 +38,6 @@
 #include "mpitrain/torch/torch_model.hpp"
 
 namespace {
-
-// Returns the parameters to train (requires_grad), each tensor once (tied weights), as the
-// trainer builds its optimizer over them.
-std::vector<at::Tensor> unique_trained_parameters(const torch::jit::Module& module) {
-  std::vector<at::Tensor> out;
-  std::unordered_set<const void*> seen;
-  for (const at::Tensor& p : module.parameters(true)) {
-    if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
-  }
-  return out;
-}
 
 // Returns the benchmark's training set for `task`.
 std::shared_ptr<const mpitrain::data::Dataset> training_set(const std::string& task, std::size_t block_size) {
@@ -86,7 +74,7 @@ int main(int argc, char** argv) try {
   torch::manual_seed(0);
   torch::jit::Module module = torch::jit::load(path);
   module.train(true);
-  torch::optim::AdamW optimizer(unique_trained_parameters(module), torch::optim::AdamWOptions(1e-3));
+  torch::optim::AdamW optimizer(mpitrain::libtorch::unique_trained_parameters(module), torch::optim::AdamWOptions(1e-3));
   mpitrain::EngineConfig config;
   config.blas_threads = 1;
   config.overlap = overlap == "on";
