@@ -159,7 +159,7 @@ report() {
       read -r -a a <<<"${after[$i.$dir]}"
       awk -v node="node$i" -v dir="$dir" -v bytes=$((a[0] - b[0])) -v pkts=$((a[1] - b[1])) \
           -v drops=$((a[2] - b[2])) -v ns="$elapsed_ns" -v bps="$rate_bps" -v r="$rate" \
-        'BEGIN { s = ns / 1e9; printf "# link %-6s %-3s %13d bytes %9d pkts %6d dropped %9.1f MB/s %6.1f%% of %s\n",
+        'BEGIN { s = ns / 1e9; printf "# link %-6s %-3s %13.0f bytes %9.0f pkts %6.0f dropped %9.1f MB/s %6.1f%% of %s\n",
                  node, dir, bytes, pkts, drops, bytes / s / 1e6, 100 * bytes / (bps * s), r }'
     done
   done
