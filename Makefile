@@ -13,7 +13,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 endif
 MPIRUN := mpirun --oversubscribe -np $(NP)
 
-.PHONY: deps configure build trainer train test bench sanitize sanitize-asan sanitize-tsan fuzz clean
+.PHONY: deps configure build trainer train test bench bench-cluster-collectives bench-cluster-train sanitize sanitize-asan sanitize-tsan fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -41,6 +41,25 @@ test: build
 
 bench: build
 	$(MPIRUN) $(BUILD)/benchmarks/collective_bench --algo all --min-bytes 1K --max-bytes 256M --json $(BUILD)/collective_bench.json
+
+# collective_bench and train_bench across simulated nodes (scripts/cluster_bench.sh, as root:
+# network namespaces): CLUSTER_NODES nodes x CLUSTER_RANKS ranks, links shaped to CLUSTER_RATE,
+# then the bytes each link carried and its utilisation. CLUSTER_COLLECTIVE_ARGS and
+# CLUSTER_TRAIN_ARGS are the benchmarks' arguments. train_bench gets one BLAS thread per rank:
+# the simulated nodes share this machine's cores, and one thread each gives the 1-rank baseline
+# and each node one core.
+CLUSTER_NODES ?= 2
+CLUSTER_RANKS ?= 1
+CLUSTER_RATE  ?= 2gbit
+CLUSTER_COLLECTIVE_ARGS ?= --dtype f32,bf16 --algo default --min-bytes 1M --max-bytes 64M
+CLUSTER_TRAIN_ARGS ?= --model large --overlap both --grad-comm-dtype f32,bf16 --blas-threads 1
+CLUSTER_BENCH := bash scripts/cluster_bench.sh --build $(BUILD) --nodes $(CLUSTER_NODES) \
+  --ranks-per-node $(CLUSTER_RANKS) --rate $(CLUSTER_RATE)
+bench-cluster-collectives: build
+	$(CLUSTER_BENCH) collective_bench $(CLUSTER_COLLECTIVE_ARGS)
+
+bench-cluster-train: build
+	$(CLUSTER_BENCH) train_bench $(CLUSTER_TRAIN_ARGS)
 
 # ASan + UBSan build of the core library (no optional component: it also proves the core
 # builds and passes its tests alone) and its tests (build-asan), then its tests under it;

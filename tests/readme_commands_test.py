@@ -28,6 +28,7 @@ LONG = {
     "make test": "the test suite itself (CI runs it)",
     "make sanitize": "full builds with ASan+UBSan and TSan (CI runs make sanitize-asan)",
     "make fuzz": "a clang build and minutes of fuzzing (CI runs it)",
+    "make bench-cluster": "network namespaces (root) and minutes of benchmarking; CTest multinode.cluster_bench runs scripts/cluster_bench.sh",
     "make bench": "minutes of collective_bench; benchmarks.* smoke tests cover it",
     "cmake ": "a full build and an install (CI builds; packaging.* tests install into a scratch prefix)",
     "mpirun -np 2 build/benchmarks/": "minutes of benchmarking; benchmarks.* smoke tests cover it",
@@ -38,6 +39,8 @@ LONG = {
     "MPITRAIN_ALGORITHM_TABLE=": "a pattern for any program ('...'), not a command",
     "sudo scripts/sim_cluster.sh":
         "network namespaces (root) beside other users' clusters; CTest multinode.* (label multinode) runs the tool",
+    "sudo scripts/cluster_bench.sh":
+        "network namespaces (root) and minutes of benchmarking; CTest multinode.cluster_bench runs the script",
     "mpirun -np 2 build/apps/trainer --config configs/fashion_mnist_cnn.yaml":
         "minutes of training a CNN; CTest trainer_torchscript.fashion_cnn runs it",
     "mpirun -np 2 build/apps/trainer --config configs/fortunes_gpt.yaml":
