@@ -57,7 +57,10 @@
 //     Ring time / MPI time for sums 1.05-1.95 at 1-8 KiB, 0.6-0.9 from 16 KiB to 1.5 MiB,
 //     0.33-0.78 from 16 MiB up; averages 1.35 at 1 KiB, 0.2-0.86 from 2 KiB up. At 2 ranks,
 //     bf16 sums, maxima and minima of [2 MiB, 8 MiB) use MPI (there the ring reached only
-//     0.91-0.98x MPI's busbw in MPI's fast mode).
+//     0.91-0.98x MPI's busbw in MPI's fast mode), and from 8 MiB up too when the 2 ranks are
+//     on 2 nodes: across 2 simulated nodes at 2 Gbit/s the ring reached 0.67-0.87x MPI's
+//     busbw from 8 to 64 MiB in two idle runs (2026-11-28, `scripts/cluster_bench.sh
+//     --ranks-per-node 1 -- collective_bench --dtype bf16 --algo all --min-bytes 4M`).
 //   - fp32 data with a 16-bit wire: the fused ring from the same sizes (bytes as sent), for
 //     every op, without the bf16 band (MPI pays two conversion passes, the fused ring none).
 
@@ -173,6 +176,12 @@ AlgorithmSelection AlgorithmSelection::builtin() {
   bf16_band.max_ranks = 2;
   bf16_band.end_bytes = 8 * MiB;
   rules.push_back(bf16_band);
+  // Measured across nodes, at one rank per node: MPI above the band too.
+  SelectionRule bf16_across = bf16_band;
+  bf16_across.min_bytes = 8 * MiB;
+  bf16_across.end_bytes = kNoEnd;
+  bf16_across.min_nodes = 2;
+  rules.push_back(bf16_across);
   rules.push_back(allreduce(kHalf, avg, kHalfAvgRingMinBytes, true, "ring"));
   rules.push_back(allreduce(kHalf, combining, kHalfRingMinBytes, true, "ring"));
   return AlgorithmSelection(std::move(rules));

@@ -69,11 +69,16 @@ TEST(AlgorithmSelection, BuiltinTable) {
     return q;
   };
   // Across nodes (shm declines there): MPI for native types, the ring for 16-bit ones from
-  // 16 KiB (2 KiB for averages) times size() - 1, MPI in the bf16 band at 2 ranks.
+  // 16 KiB (2 KiB for averages) times size() - 1, MPI for bf16 from 2 MiB at 2 ranks.
   const auto choose = [&](SelectionQuery q) { return sel.choose(across(q), any_algorithm); };
   EXPECT_EQ(choose(query(DType::f32, ReduceOp::sum, 64u << 20, 2)), "mpi");
   EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 16u << 10, 2)), "ring");
   EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2)), "mpi");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::max, 64u << 20, 2)), "mpi");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 64u << 20, 3)), "ring");
+  // On one node without shm, the ring above the band (measured there).
+  const auto no_shm_one_node = [](std::string_view name) { return name != "shm"; };
+  EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 64u << 20, 2), no_shm_one_node), "ring");
   EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2, true)), "ring");
   EXPECT_EQ(choose(query(DType::f16, ReduceOp::avg, 2u << 10, 2)), "ring");
   EXPECT_EQ(choose(query(DType::f16, ReduceOp::avg, 4u << 10, 3)), "ring");
