@@ -116,6 +116,14 @@ cleanup() {
   if [ -n "$bench_pid" ] && kill -0 "$bench_pid" 2>/dev/null; then
     say "ending the benchmark (pid $bench_pid)"
     kill -TERM "$bench_pid" 2>/dev/null
+    # mpirun forwards TERM to its ranks; one that ignores it is killed after 5 s, so that the
+    # cluster still comes down.
+    local _
+    for _ in $(seq 1 50); do
+      kill -0 "$bench_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$bench_pid" 2>/dev/null && kill -KILL "$bench_pid" 2>/dev/null
     wait "$bench_pid" 2>/dev/null
   fi
   if [ $brought_up = 1 ]; then
@@ -172,6 +180,7 @@ main() {
   trap cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
+  trap 'exit 129' HUP
   ensure_cluster
 
   local hosts="" i
