@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "mpitrain/checkpoint/h5_file.hpp"
@@ -78,9 +79,9 @@ std::vector<at::Tensor> unique_parameters(const torch::nn::Module& module) {
 
 std::vector<at::Tensor> unique_trained_parameters(const torch::jit::Module& module) {
   std::vector<at::Tensor> out;
-  std::unordered_map<const void*, bool> seen;
+  std::unordered_set<const void*> seen;
   for (const at::Tensor& p : module.parameters(true)) {
-    if (p.requires_grad() && seen.emplace(p.unsafeGetTensorImpl(), true).second) out.push_back(p);
+    if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
   }
   return out;
 }

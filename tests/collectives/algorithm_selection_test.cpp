@@ -75,6 +75,10 @@ TEST(AlgorithmSelection, BuiltinTable) {
   EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 16u << 10, 2)), "ring");
   EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2)), "mpi");
   EXPECT_EQ(choose(query(DType::bf16, ReduceOp::max, 64u << 20, 2)), "mpi");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, (8u << 20) - 2, 2)), "mpi");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 8u << 20, 2)), "mpi");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::avg, 64u << 20, 2)), "ring");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 64u << 20, 2, true)), "ring");
   EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 64u << 20, 3)), "ring");
   // On one node without shm, the ring above the band (measured there).
   const auto no_shm_one_node = [](std::string_view name) { return name != "shm"; };

@@ -266,6 +266,20 @@ TEST_F(TorchEngineFeatures, PreparesATorchScriptModule) {
   }
 }
 
+TEST_F(TorchEngineFeatures, UniqueTrainedParametersOfATorchScriptModule) {
+  // A weight registered under two names (tied) is listed once; a frozen one not at all.
+  torch::jit::Module m("Tied");
+  const torch::Tensor shared = torch::ones({2, 2}).requires_grad_();
+  m.register_parameter("embed", shared, false);
+  m.register_parameter("frozen", torch::ones({3}), false);
+  m.register_parameter("head", shared, false);
+  m.register_parameter("bias", torch::zeros({2}).requires_grad_(), false);
+  const std::vector<torch::Tensor> got = unique_trained_parameters(m);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].is_same(shared));
+  EXPECT_EQ(got[1].sizes().vec(), (std::vector<std::int64_t>{2}));
+}
+
 // ---- optimizer state: Adam, AdamW, SGD ---------------------------------------------------------
 
 // Returns a torch optimizer of `kind` over `params`.
