@@ -148,7 +148,8 @@ class TorchScriptModel final : public ExternalModel {
  public:
   TorchScriptModel(const TrainConfig& config, torch::jit::Module module, std::vector<std::int64_t> shape)
       : config_(config), module_(std::move(module)), shape_(std::move(shape)),
-        parameters_(libtorch::unique_trained_parameters(module_)), language_model_(is_language_model(config)) {}
+        parameters_(libtorch::unique_trained_parameters(module_)),
+        language_model_(is_language_model(config)) {}
 
   void prepare(Engine& engine, const nn::Optimizer& lr) override {
     lr_ = &lr;

@@ -46,7 +46,7 @@
 //     below, from 256 KiB to 64 MiB as sent; 1.05-2.03x MPI's, except 0.91x at 16 MiB).
 //     Below 256 KiB, f16 and 16-bit wires keep the rules below (not measured with
 //     hierarchical yet).
-// Ranks across nodes (shm declines; measured on one node, to be re-measured across nodes):
+// Ranks across nodes (shm declines; measured on one node unless said otherwise):
 //   - f32, f64, i32, i64, u8 at one rank per node: MPI_Allreduce on the caller's buffers (no
 //     rule: the fallback).
 //   - bf16, f16: MPI has no such types. MPI_Allreduce with our user ops (fp32 combine, one
@@ -60,7 +60,8 @@
 //     0.91-0.98x MPI's busbw in MPI's fast mode), and from 8 MiB up too when the 2 ranks are
 //     on 2 nodes: across 2 simulated nodes at 2 Gbit/s the ring reached 0.67-0.87x MPI's
 //     busbw from 8 to 64 MiB in two idle runs (2026-11-28, `scripts/cluster_bench.sh
-//     --ranks-per-node 1 -- collective_bench --dtype bf16 --algo all --min-bytes 4M`).
+//     --ranks-per-node 1 -- collective_bench --dtype bf16 --algo all --min-bytes 4M`; sums
+//     measured, maxima and minima follow them as they do on one node).
 //   - fp32 data with a 16-bit wire: the fused ring from the same sizes (bytes as sent), for
 //     every op, without the bf16 band (MPI pays two conversion passes, the fused ring none).
 

@@ -74,7 +74,8 @@ int main(int argc, char** argv) try {
   torch::manual_seed(0);
   torch::jit::Module module = torch::jit::load(path);
   module.train(true);
-  torch::optim::AdamW optimizer(mpitrain::libtorch::unique_trained_parameters(module), torch::optim::AdamWOptions(1e-3));
+  torch::optim::AdamW optimizer(mpitrain::libtorch::unique_trained_parameters(module),
+                                torch::optim::AdamWOptions(1e-3));
   mpitrain::EngineConfig config;
   config.blas_threads = 1;
   config.overlap = overlap == "on";

@@ -176,9 +176,10 @@ MPITRAIN_AVX2 void avx_sum(std::uint16_t* out, const std::uint16_t* a, const std
 }
 
 // ---- AVX-512 versions of the 16-bit sums and averages ------------------------------------
-// Twice the lanes of the AVX2 loop: about half its time in cache (2 ranks, 512K bf16
-// elements, 2026-11-28: 31 us against 57 us), which is what a 16-bit allreduce spends beyond
-// its copies. The same rounding as Bf16x8::round_sum and the same F16C conversion, so the
+// Twice the lanes of the AVX2 loop: about half its time in cache (512K bf16 elements on this
+// project's AMD EPYC VM, 2026-11-28: 31 us against 57 us), which is what a 16-bit allreduce
+// spends beyond its copies. Timed on that CPU only: on CPUs that lower a core's clock while
+// it runs 512-bit code, the AVX2 loop may be the faster one there. The same rounding as Bf16x8::round_sum and the same F16C conversion, so the
 // results are bit-identical. (AVX512_BF16's vcvtne2ps2bf16 would round in one instruction
 // but flushes subnormals to zero, which the scalar conversion does not.)
 #define MPITRAIN_AVX512 __attribute__((target("avx2,f16c,fma,avx512f,avx512bw")))

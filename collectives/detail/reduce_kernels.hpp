@@ -11,10 +11,10 @@
 // Integer sums wrap around (two's complement), integer division truncates toward zero.
 //
 // Cost: one pass over the operands, memory-bound. The 16-bit sums and averages have
-// hand-written AVX-512 and AVX2/F16C loops used when the CPU has them; the other loops are compiled for
-// x86-64-v3 and baseline x86-64 and the loader picks one (GNU ifunc); plain conversions use
-// precision/convert.hpp. Every path gives the results of the scalar conversions of
-// precision/bfloat16.hpp and float16.hpp.
+// hand-written AVX-512 and AVX2/F16C loops, used when the CPU has them; the other loops are
+// compiled for x86-64-v3 and baseline x86-64 and the loader picks one (GNU ifunc); plain
+// conversions use precision/convert.hpp. Every path gives the results of the scalar
+// conversions of precision/bfloat16.hpp and float16.hpp.
 
 #include <cstddef>
 
@@ -40,9 +40,9 @@ void sum_and_divide(void* out, const void* a, const void* b, std::size_t count, 
 // reduce_inplace use the first one this CPU has. All give the same bits.
 enum class HalfSumIsa { avx512, avx2, scalar };
 
-// Returns false, computing nothing, when this CPU lacks `isa`; otherwise true, having computed
-// sum_and_divide(out, a, b, count, type, divisor) with that instruction set (type bf16 or
-// f16). For the tests that hold every loop to the scalar conversions.
+// Returns false, computing nothing, when this CPU lacks `isa` or `type` is not bf16 or f16;
+// otherwise true, having computed sum_and_divide(out, a, b, count, type, divisor) with that
+// instruction set. For the tests that hold every loop to the scalar conversions.
 bool sum_and_divide_on(HalfSumIsa isa, void* out, const void* a, const void* b,
                        std::size_t count, DType type, int divisor) noexcept;
 
