@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "allreduce_check.hpp"
 #include "collective_values.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
@@ -24,7 +25,6 @@ using test::describe;
 using test::inputs;
 using test::kAllOps;
 using test::kAllTypes;
-using test::mismatches;
 
 class HierarchicalTest : public ::testing::Test {
  protected:
@@ -34,20 +34,8 @@ class HierarchicalTest : public ::testing::Test {
         .empty();
   }
 
-  // Runs hierarchical out of place and in place; checks both against the closed form, against
-  // each other and across ranks.
   void check(DType t, ReduceOp op, std::size_t count) {
-    SCOPED_TRACE(describe(t, op, count));
-    const int rank = comm_.rank();
-    const Buffer send = inputs(t, rank, count);
-    Buffer out(count, t);
-    out.poison();
-    comm_.allreduce(send.data(), out.data(), count, t, op, "hierarchical");
-    EXPECT_EQ(mismatches(out, op, comm_.size()), 0u);
-    EXPECT_TRUE(test::identical_on_all_ranks(comm_, out.data(), out.bytes.size()));
-    Buffer inplace = inputs(t, rank, count);
-    comm_.allreduce(inplace.data(), inplace.data(), count, t, op, "hierarchical");
-    EXPECT_EQ(inplace.bytes, out.bytes);
+    test::check_allreduce(comm_, "hierarchical", t, op, count);
   }
 
   std::vector<std::size_t> counts() const {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "allreduce_check.hpp"
 #include "collective_values.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
@@ -15,29 +16,13 @@
 namespace mpitrain {
 namespace {
 
-using test::Buffer;
-using test::describe;
-using test::inputs;
 using test::kAllOps;
 using test::kAllTypes;
-using test::mismatches;
 
 class ReduceBroadcastTest : public ::testing::Test {
  protected:
-  // Runs reduce_bcast out of place and in place; checks both against the closed form, against
-  // each other and across ranks.
   void check(DType t, ReduceOp op, std::size_t count) {
-    SCOPED_TRACE(describe(t, op, count));
-    const int rank = comm_.rank();
-    const Buffer send = inputs(t, rank, count);
-    Buffer out(count, t);
-    out.poison();
-    comm_.allreduce(send.data(), out.data(), count, t, op, "reduce_bcast");
-    EXPECT_EQ(mismatches(out, op, comm_.size()), 0u);
-    EXPECT_TRUE(test::identical_on_all_ranks(comm_, out.data(), out.bytes.size()));
-    Buffer inplace = inputs(t, rank, count);
-    comm_.allreduce(inplace.data(), inplace.data(), count, t, op, "reduce_bcast");
-    EXPECT_EQ(inplace.bytes, out.bytes);
+    test::check_allreduce(comm_, "reduce_bcast", t, op, count);
   }
 
   MpiRuntime runtime_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "allreduce_check.hpp"
 #include "collective_values.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
@@ -23,7 +24,6 @@ using test::describe;
 using test::inputs;
 using test::kAllOps;
 using test::kAllTypes;
-using test::mismatches;
 
 class RingAllreduceTest : public ::testing::Test {
  protected:
@@ -31,19 +31,8 @@ class RingAllreduceTest : public ::testing::Test {
   int size() const { return comm_.size(); }
   std::size_t n() const { return static_cast<std::size_t>(comm_.size()); }
 
-  // Runs the ring in place and out of place; checks both against the closed form, against
-  // each other, and across ranks.
   void check_ring(DType t, ReduceOp op, std::size_t count) {
-    SCOPED_TRACE(describe(t, op, count));
-    const Buffer send = inputs(t, rank(), count);
-    Buffer out(count, t);
-    out.poison();
-    comm_.allreduce(send.data(), out.data(), count, t, op, "ring");
-    EXPECT_EQ(mismatches(out, op, size()), 0u);
-    EXPECT_TRUE(test::identical_on_all_ranks(comm_, out.data(), out.bytes.size()));
-    Buffer inplace = inputs(t, rank(), count);
-    comm_.allreduce(inplace.data(), inplace.data(), count, t, op, "ring");
-    EXPECT_EQ(inplace.bytes, out.bytes);
+    test::check_allreduce(comm_, "ring", t, op, count);
   }
 
   MpiRuntime runtime_;
