@@ -179,9 +179,10 @@ MPITRAIN_AVX2 void avx_sum(std::uint16_t* out, const std::uint16_t* a, const std
 // Twice the lanes of the AVX2 loop: about half its time in cache (512K bf16 elements on this
 // project's AMD EPYC VM, 2026-11-28: 31 us against 57 us), which is what a 16-bit allreduce
 // spends beyond its copies. Timed on that CPU only: on CPUs that lower a core's clock while
-// it runs 512-bit code, the AVX2 loop may be the faster one there. The same rounding as Bf16x8::round_sum and the same F16C conversion, so the
-// results are bit-identical. (AVX512_BF16's vcvtne2ps2bf16 would round in one instruction
-// but flushes subnormals to zero, which the scalar conversion does not.)
+// it runs 512-bit code, the AVX2 loop may be the faster one there. The same rounding as
+// Bf16x8::round_sum and the same F16C conversion, so the results are bit-identical.
+// (AVX512_BF16's vcvtne2ps2bf16 would round in one instruction but flushes subnormals to
+// zero, which the scalar conversion does not.)
 #define MPITRAIN_AVX512 __attribute__((target("avx2,f16c,fma,avx512f,avx512bw")))
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (a self-initialised variable),
 // which -Wmaybe-uninitialized reports wherever they are inlined; those lanes are overwritten.
@@ -335,12 +336,6 @@ bool half_sum_on(HalfSumIsa isa, void* out, const void* a, const void* b, std::s
   return false;
 }
 
-// Returns true when it handled the 16-bit sum/average (the CPU has AVX-512 or AVX2 and F16C).
-bool fast_half_sum(void* out, const void* a, const void* b, std::size_t n, DType type,
-                   int divisor) noexcept {
-  return half_sum_on(HalfSumIsa::avx512, out, a, b, n, type, divisor) ||
-         half_sum_on(HalfSumIsa::avx2, out, a, b, n, type, divisor);
-}
 bool fast_narrow(const float* src, void* dst, std::size_t n, DType type, int divisor) noexcept {
   if (!cpu_has_avx2_f16c()) return false;
   auto* d = static_cast<std::uint16_t*>(dst);
@@ -353,14 +348,18 @@ bool half_sum_on(HalfSumIsa, void*, const void*, const void*, std::size_t, DType
                  int) noexcept {
   return false;
 }
-bool fast_half_sum(void*, const void*, const void*, std::size_t, DType, int) noexcept {
-  return false;
-}
 bool fast_combine_wire(void*, const float*, float*, std::size_t, DType, int) noexcept {
   return false;
 }
 bool fast_narrow(const float*, void*, std::size_t, DType, int) noexcept { return false; }
 #endif
+
+// Returns true when it handled the 16-bit sum/average (the CPU has AVX-512 or AVX2 and F16C).
+bool fast_half_sum(void* out, const void* a, const void* b, std::size_t n, DType type,
+                   int divisor) noexcept {
+  return half_sum_on(HalfSumIsa::avx512, out, a, b, n, type, divisor) ||
+         half_sum_on(HalfSumIsa::avx2, out, a, b, n, type, divisor);
+}
 
 // ---- element operations -----------------------------------------------------------------
 
