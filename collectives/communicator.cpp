@@ -445,11 +445,16 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, DT
   run(make_args(Collective::allreduce, send, recv, count, type, op), algo);
 }
 
-void Communicator::allreduce(std::span<float> data, ReduceOp op, DType wire,
-                             std::string_view algo, std::span<std::uint16_t> scratch) const {
+std::optional<bool> Communicator::allreduce(std::span<float> data, ReduceOp op, DType wire,
+                                            std::string_view algo,
+                                            std::span<std::uint16_t> scratch) const {
   if (wire == DType::f32) {
-    allreduce(data.data(), data.data(), data.size(), DType::f32, op, algo);
-    return;
+    std::optional<bool> all_finite;
+    CollectiveArgs args =
+        make_args(Collective::allreduce, data.data(), data.data(), data.size(), DType::f32, op);
+    args.all_finite = &all_finite;
+    run(args, algo);
+    return all_finite;
   }
   if (!detail::is_half(wire)) {
     throw std::invalid_argument("allreduce of fp32 data on rank " + std::to_string(rank_) +
@@ -459,7 +464,7 @@ void Communicator::allreduce(std::span<float> data, ReduceOp op, DType wire,
   const std::size_t count = data.size();
   if (count == 0) {
     ++issued_;
-    return;
+    return std::nullopt;
   }
   std::unique_ptr<std::uint16_t[]> own;
   if (scratch.empty()) {
@@ -475,6 +480,7 @@ void Communicator::allreduce(std::span<float> data, ReduceOp op, DType wire,
   args.wire = wire;
   args.wire_scratch = scratch.data();
   run(args, algo);
+  return std::nullopt;
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count,

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -216,9 +217,15 @@ class Communicator {
   // `scratch` holds at least data.size() 16-bit values for the call to use (a caller that
   // reduces the same buffers again and again keeps them); empty: the call allocates its own.
   // Throws std::invalid_argument for another wire type or a short scratch.
-  void allreduce(std::span<float> data, ReduceOp op, DType wire,
-                 std::string_view algo = kDefaultAlgorithm,
-                 std::span<std::uint16_t> scratch = {}) const;
+  //
+  // Returns whether every value of the result is finite when the algorithm found out on the
+  // way at no extra pass over the buffer, std::nullopt when it did not look (then a caller
+  // that needs to know reads the values itself). Today that is `shm` on an f32 wire with
+  // `data` in the node's shared segment (allocate_shared) on every rank: each rank checks
+  // the part it combined while it is in cache, and the answer is the same on every rank.
+  std::optional<bool> allreduce(std::span<float> data, ReduceOp op, DType wire,
+                                std::string_view algo = kDefaultAlgorithm,
+                                std::span<std::uint16_t> scratch = {}) const;
 
   // Nonblocking forms: same arguments and results as the blocking calls; the buffers must
   // stay untouched until the Request completes. Each posts MPI's nonblocking collectives

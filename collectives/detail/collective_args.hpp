@@ -27,6 +27,9 @@ struct CollectiveArgs {
   // every other call. wire_scratch holds `count` 16-bit values.
   std::optional<DType> wire;
   std::uint16_t* wire_scratch = nullptr;
+  // allreduce: where an algorithm that checks its result as it goes, at no pass of its own,
+  // says whether every value is finite (shm, f32 in place in the arena); others leave it.
+  std::optional<bool>* all_finite = nullptr;
 
   // Returns true for an allreduce of fp32 data sent as 16-bit values.
   bool has_wire() const noexcept { return wire.has_value(); }

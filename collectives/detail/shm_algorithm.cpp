@@ -38,7 +38,8 @@ void ShmAlgorithm::run(const CommContext& ctx, const CollectiveArgs& args) const
         return shm_wire_allreduce(seg, static_cast<float*>(args.recv), args.count, *args.wire,
                                   args.reduce);
       }
-      return shm_allreduce(seg, args.send, args.recv, args.count, args.type, args.reduce);
+      return shm_allreduce(seg, args.send, args.recv, args.count, args.type, args.reduce,
+                           args.all_finite);
     case Collective::reduce_scatter:
       return shm_reduce_scatter(seg, args.send, args.recv, args.count, args.type, args.reduce);
     case Collective::allgather:

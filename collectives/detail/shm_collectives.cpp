@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mpitrain/collectives/detail/reduce_kernels.hpp"
+#include "mpitrain/precision/all_finite.hpp"
 
 namespace mpitrain::detail {
 namespace {
@@ -16,10 +17,11 @@ namespace {
 // Slices of a piece start on 64-byte boundaries of the piece (whole cache lines per rank).
 constexpr std::size_t kSliceAlignBytes = 64;
 // An allreduce of fewer bytes than this copies its input in even from the arena: the copy is
-// cheaper than the zero-copy path's two extra synchronisations (2 ranks, 2026-11-27, buffers
-// in the arena in place: zero copy 0.69-0.77x MPI at 1-2 KiB and 1.2x at 4 KiB, the copy path
-// 1.4-2.5x; both about 3.8x at 16 KiB).
-constexpr std::size_t kAllreduceZeroCopyMinBytes = std::size_t{16} << 10;
+// cheaper than the zero-copy path's extra synchronisation (2 ranks, 2026-11-28, buffers in the
+// arena in place, interleaved runs: zero copy 0.81-0.89 us at 256-512 bytes against 0.47-0.67
+// for the copy path, equal at 1 KiB, 0.82-0.84 us against 1.16 at 2 KiB, 0.87-0.91 against
+// 1.68 at 4 KiB).
+constexpr std::size_t kAllreduceZeroCopyMinBytes = std::size_t{2} << 10;
 
 // The part [begin, end) of a piece of `count` elements that `rank` of `n` reduces: equal
 // cache-line-aligned slices in rank order, the last ones short or empty.
@@ -59,6 +61,9 @@ void combine_in_rank_order(std::byte* out, const std::vector<const std::byte*>& 
 // that its buffer may receive the result where peers read its input. Arena offsets stay far
 // below 2^62.
 constexpr std::uint64_t kInPlaceFlag = std::uint64_t{1} << 62;
+
+// A rank's result note (ShmSegment::set_result_flags) when a value it combined is inf or NaN.
+constexpr std::uint64_t kNotFinite = 1;
 
 // Returns the offset this rank publishes for an allreduce input: kNoOffset outside the arena,
 // else the arena offset, flagged when the allreduce is in place.
@@ -105,18 +110,20 @@ void combine_into_own(std::byte* out, std::byte* scratch, const std::vector<cons
 // The whole buffer at once, when every rank's input lies in the arena and the allreduce is
 // in place (the engine's gradient buckets): after the first stage (every input is ready),
 // each rank combines its slice of the whole buffer, reading every rank's buffer in rank
-// order, and writes it over its own input's slice (no peer reads that slice of it: each
-// reads only its own slice); publish; each copies the other ranks' slices out of their
-// buffers; publish again, so that no rank touches its buffer (the next backward) while a
-// peer still copies from it.
+// order, writes it over its own input's slice, and copies it, chunk by chunk while it is
+// still in cache, into the same slice of every peer's buffer; publish. Writing a peer's slice
+// is safe: only this rank reads that slice of any buffer (for its combine), and the peer
+// does not touch its buffer until the last stage. After it, every rank's buffer holds the
+// whole result, and no peer reads or writes it any more (the next backward may start).
 //
-// Cost for n ranks and B bytes: 3 synchronisations in all (the first shared with the piece
+// Cost for n ranks and B bytes: 2 synchronisations in all (the first shared with the piece
 // loop), whatever B; per rank no copy in, B/n combined from n buffers ((n-1) B/n read from
-// peers) straight into its own buffer, (n-1) B/n copied from peers. About half the memory
-// traffic of the piece path.
+// peers) straight into its own buffer, then written to the n - 1 peers ((n-1) B/n, read from
+// cache). Against pulling the peers' slices after a third synchronisation: one
+// synchronisation and (n-1) B/n bytes read from memory less.
 void allreduce_whole_in_place(ShmSegment& seg, const std::vector<std::uint64_t>& offsets,
                               std::size_t count, DType type, ReduceOp op, int b,
-                              const char* name) {
+                              const char* name, std::optional<bool>* all_finite) {
   const int n = seg.size();
   const std::size_t eb = dtype_bytes(type);
   const Slice mine = slice_of(count, n, seg.rank(), eb);
@@ -126,6 +133,8 @@ void allreduce_whole_in_place(ShmSegment& seg, const std::vector<std::uint64_t>&
   const std::size_t chunk = std::max<std::size_t>(seg.workspace_bytes() / eb, 1);
   std::vector<const std::byte*> inputs(static_cast<std::size_t>(n));
   std::byte* own = seg.peer_address(seg.rank(), offsets[static_cast<std::size_t>(seg.rank())]);
+  const bool check = all_finite != nullptr && type == DType::f32;
+  bool finite = true;
   for (std::size_t at = mine.begin; at < mine.end; at += chunk) {
     const std::size_t m = std::min(chunk, mine.end - at);
     for (int q = 0; q < n; ++q) {
@@ -133,17 +142,18 @@ void allreduce_whole_in_place(ShmSegment& seg, const std::vector<std::uint64_t>&
           seg.peer_address(q, offsets[static_cast<std::size_t>(q)]) + at * eb;
     }
     combine_into_own(own + at * eb, scratch, inputs, seg.rank(), m, type, op);
+    if (check) finite = finite && mpitrain::all_finite({reinterpret_cast<const float*>(own + at * eb), m});
+    for (int q = 0; q < n; ++q) {
+      if (q == seg.rank()) continue;
+      std::memcpy(seg.peer_address(q, offsets[static_cast<std::size_t>(q)]) + at * eb,
+                  own + at * eb, m * eb);
+    }
   }
+  if (check) seg.set_result_flags(finite ? 0 : kNotFinite);
   seg.wait_all(seg.publish(), name);
-  for (int q = 0; q < n; ++q) {
-    if (q == seg.rank()) continue;
-    const Slice s = slice_of(count, n, q, eb);
-    if (s.count() == 0) continue;
-    std::memcpy(own + s.begin * eb,
-                seg.peer_address(q, offsets[static_cast<std::size_t>(q)]) + s.begin * eb,
-                s.count() * eb);
-  }
-  seg.wait_all(seg.publish(), name);
+  if (!check) return;
+  for (int q = 0; q < n; ++q) finite = finite && (seg.result_flags(q) & kNotFinite) == 0;
+  *all_finite = finite;
 }
 
 // Moves a piece of the caller's data into the workspace and back: plain copies, or for the
@@ -229,7 +239,7 @@ void allreduce_piece_distributed(ShmSegment& seg, const PieceIo& io, std::size_t
 // input offset this rank set. Every rank takes the same path per piece: the choice depends
 // on the piece size and on the offsets, which every rank reads after the first stage.
 void allreduce_pieces(ShmSegment& seg, const PieceIo& io, std::size_t count, ReduceOp op,
-                      const char* name) {
+                      const char* name, std::optional<bool>* all_finite = nullptr) {
   const std::size_t eb = dtype_bytes(io.type);
   const std::size_t piece_max = seg.workspace_bytes() / eb;
   std::vector<std::uint64_t> offsets;
@@ -243,7 +253,9 @@ void allreduce_pieces(ShmSegment& seg, const PieceIo& io, std::size_t count, Red
     if (offsets.empty()) {
       bool all_in_place = false;
       offsets = input_offsets(seg, &all_in_place);
-      if (all_in_place) return allreduce_whole_in_place(seg, offsets, count, io.type, op, b, name);
+      if (all_in_place) {
+        return allreduce_whole_in_place(seg, offsets, count, io.type, op, b, name, all_finite);
+      }
       any_zero_copy = std::any_of(offsets.begin(), offsets.end(),
                                   [](std::uint64_t o) { return o != ShmSegment::kNoOffset; });
     }
@@ -320,7 +332,7 @@ void allgather_whole_zero_copy(ShmSegment& seg, const std::vector<std::uint64_t>
 }  // namespace
 
 void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t count,
-                   DType type, ReduceOp op) {
+                   DType type, ReduceOp op, std::optional<bool>* all_finite) {
   static constexpr const char* kName = "shm_allreduce";
   seg.require_usable(kName);
   const std::size_t eb = dtype_bytes(type);
@@ -333,7 +345,7 @@ void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t co
   seg.begin_input(published_offset(offset, send == recv));
   const PieceIo io{static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), eb, type,
                    offset.has_value()};
-  allreduce_pieces(seg, io, count, op, kName);
+  allreduce_pieces(seg, io, count, op, kName, all_finite);
 }
 
 void shm_wire_allreduce(ShmSegment& seg, float* data, std::size_t count, DType wire,

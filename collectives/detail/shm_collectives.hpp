@@ -21,6 +21,7 @@
 // rounding; integers truncate); at 1 rank avg is a copy.
 
 #include <cstddef>
+#include <optional>
 
 #include "mpitrain/collectives/detail/shm_segment.hpp"
 #include "mpitrain/collectives/dtype.hpp"
@@ -30,9 +31,12 @@ namespace mpitrain::detail {
 // Reduces `count` elements of every rank's send into every rank's recv; send == recv is in
 // place (otherwise they must not overlap). When send lies in the segment's arena (allocate())
 // peers read it where it is instead of a copy (zero copy), per rank: ranks may mix; below
-// 16 KiB it is copied in all the same (cheaper than zero copy's extra synchronisations).
+// 2 KiB it is copied in all the same (cheaper than zero copy's extra synchronisation).
 //
-// Cost for n ranks, B bytes, W bytes of workspace: ceil(B / W) pieces; per rank copies B in
+// Cost for n ranks, B bytes, W bytes of workspace: when every rank's send is in the arena and
+// in place (the engine's buckets), 2 synchronisations whatever B; per rank combines its B/n
+// slice from the n buffers into its own and writes it into the n - 1 peers' buffers. Else
+// ceil(B / W) pieces; per rank copies B in
 // (none with zero copy), then per piece one of (ShmOptions::symmetric_* choose, the same on
 // every rank):
 //   symmetric (1 synchronisation per piece): combines the whole piece from n inputs straight
@@ -41,8 +45,13 @@ namespace mpitrain::detail {
 //   distributed (2 synchronisations per piece): combines its B/n slice from n inputs into its
 //     workspace, then copies every slice out: reads 2 B ((n-1) B/n + (n-1) B/n from peers),
 //     writes B + B/n.
+//
+// all_finite: when given, for an f32 allreduce in place with every rank's buffer in the arena,
+// set to whether every value of the result is finite (each rank checks the chunks it combined
+// while they are in cache, and the ranks' notes travel with the last synchronisation: no pass
+// of its own over the buffer). Left alone on every other path.
 void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t count,
-                   DType type, ReduceOp op);
+                   DType type, ReduceOp op, std::optional<bool>* all_finite = nullptr);
 
 // send holds size() * recv_count elements; rank r receives block r reduced over all ranks.
 // send and recv must not overlap. When send lies in the segment's arena, peers read it where

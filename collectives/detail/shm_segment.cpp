@@ -24,6 +24,9 @@ constexpr std::size_t kCacheLine = 64;
 // Byte offsets inside a control slot: the sequence number and the input offset on separate
 // cache lines, so a peer polling one does not contend with the owner writing the other.
 constexpr std::size_t kSequenceAt = 0;
+// A note on the result of the stage the sequence number publishes, on the same cache line:
+// a peer that sees the number gets the note with it.
+constexpr std::size_t kResultFlagsAt = 8;
 constexpr std::size_t kInputOffsetAt = kCacheLine;  // two slots
 constexpr std::size_t kProgressAt = 2 * kCacheLine;
 constexpr std::size_t kReportedAt = 3 * kCacheLine;
@@ -201,6 +204,16 @@ std::array<std::uint64_t, 3> ShmSegment::check_values(int peer, std::uint64_t in
     values[i] = control_word(peer, slot + i * sizeof(std::uint64_t)).load(std::memory_order_relaxed);
   }
   return values;
+}
+
+void ShmSegment::set_result_flags(std::uint64_t flags) noexcept {
+  // Relaxed: publish() orders it (a sequentially consistent store is a release).
+  control_word(rank_, kResultFlagsAt).store(flags, std::memory_order_relaxed);
+}
+
+std::uint64_t ShmSegment::result_flags(int peer) const noexcept {
+  // Relaxed: read after wait_all saw the peer's number (acquire).
+  return control_word(peer, kResultFlagsAt).load(std::memory_order_relaxed);
 }
 
 void ShmSegment::mark_reported(std::uint64_t stage) noexcept {

@@ -11,8 +11,9 @@
 //
 // Layout of each rank's part of the main window (all offsets page-aligned):
 //   control slot (one page): sequence number (std::atomic_ref<std::uint64_t>, written only by
-//       its owner with release, read by peers with acquire) and, on their own cache line, two
-//       alternating arena offsets of the owner's input (kNoOffset when it is not in the
+//       its owner with release, read by peers with acquire) with the owner's note on the
+//       result of the stage it published (set_result_flags) beside it; on their own cache
+//       line, two alternating arena offsets of the owner's input (kNoOffset when it is not in the
 //       arena; see begin_input); then, a cache line each, the number of the Communicator
 //       collective the owner last entered and its "reported a timeout" mark (deadline
 //       reports, collective_watch.hpp: peers read them without the owner's help), the
@@ -143,6 +144,14 @@ class ShmSegment {
   // publishes a stage of the next one, after its read.
   void begin_input(std::uint64_t offset) noexcept;
   std::uint64_t input_offset(int peer) const noexcept;
+
+  // Stores `flags`, this rank's note on the result of the stage it publishes next (for
+  // shm_allreduce: 1 when a value it combined is not finite), for that publish() to make
+  // visible; result_flags(peer) reads a peer's once wait_all saw that stage. Call it after the
+  // collective's first wait_all only: then every peer has read the previous note (it passed
+  // the previous collective's last stage before publishing this one's first).
+  void set_result_flags(std::uint64_t flags) noexcept;
+  std::uint64_t result_flags(int peer) const noexcept;
 
   // ---- progress of Communicator collectives (deadline reports) ------------------------
   // Stores `collective`, the number of the collective this rank enters, where peers read it

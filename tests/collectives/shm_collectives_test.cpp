@@ -1,8 +1,8 @@
 // Shared-memory collectives over a ShmSegment with small workspaces (so that most calls run
 // in several pieces): closed-form values for every op, type and awkward count, bitwise
 // identical results on every rank, the documented rank-order reduction, the fused wire
-// allreduce, the zero-copy paths (allreduce, reduce_scatter, allgather), and thousands of
-// back-to-back calls of random shapes.
+// allreduce, the zero-copy paths (allreduce, reduce_scatter, allgather), the finiteness
+// answer of the in-place allreduce, and thousands of back-to-back calls of random shapes.
 
 #include "mpitrain/collectives/detail/shm_collectives.hpp"
 
@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -246,10 +248,10 @@ TEST_P(ShmCollectivesTest, ZeroCopyFromTheArenaGivesTheSameResults) {
 }
 
 TEST_P(ShmCollectivesTest, SmallArenaAllreducesAreCopiedInWithOneSynchronisation) {
-  // Below 16 KiB an arena input is copied in all the same (one synchronisation per piece, or
-  // two when the piece goes slice by slice, where the whole-buffer zero-copy path takes three
-  // in all); from 16 KiB up it is read in place. One rank synchronises nothing.
-  const std::size_t small = (std::size_t{16} << 10) / sizeof(float) - 1;
+  // Below 2 KiB an arena input is copied in all the same (one synchronisation per piece, or
+  // two when the piece goes slice by slice); from 2 KiB up it is read in place, with two
+  // synchronisations in all whatever the size. One rank synchronises nothing.
+  const std::size_t small = (std::size_t{2} << 10) / sizeof(float) - 1;
   const std::size_t large = small + 1;
   const std::span<std::byte> arena = seg_.allocate(large * sizeof(float));
   for (std::size_t count : {small, large}) {
@@ -263,13 +265,63 @@ TEST_P(ShmCollectivesTest, SmallArenaAllreducesAreCopiedInWithOneSynchronisation
       const std::size_t piece_bytes = std::min(kWorkspaceBytes, (count - first) * sizeof(float));
       copy_path += seg_.symmetric(piece_bytes) ? 1 : 2;
     }
-    const std::uint64_t expected = size() == 1 ? 0 : count == small ? copy_path : 3;
+    const std::uint64_t expected = size() == 1 ? 0 : count == small ? copy_path : 2;
     EXPECT_EQ(seg_.next_sequence() - before, expected);
     Buffer out(count, DType::f32);
     copy_bytes(out.data(), arena.data(), out.bytes.size());
     EXPECT_EQ(mismatches(out, ReduceOp::sum, size()), 0u);
     EXPECT_TRUE(identical(out));
   }
+}
+
+TEST_P(ShmCollectivesTest, InPlaceArenaAllreduceSaysWhetherTheResultIsFinite) {
+  // The whole-buffer path (f32, in place, every rank's buffer in the arena) checks the slices
+  // each rank combined, and every rank gets the same answer: also for an inf or NaN that one
+  // rank alone holds, wherever it lies (in any rank's slice), and for finite values whose sum
+  // overflows. Every other path leaves the answer unset, as does one rank (nothing combined).
+  const std::size_t count = 3 * kWorkspaceBytes / sizeof(float) + 7;  // several chunks
+  const std::span<std::byte> arena = seg_.allocate((count + 1) * sizeof(float));
+  auto* data = reinterpret_cast<float*>(arena.data());
+  // Returns the answer of an in-place allreduce of `buffer` (count values, set to 1..7 and
+  // then changed by `poke`) as 0 unset, 1 finite, 2 not finite, after checking that every
+  // rank got the same.
+  auto answer = [&](float* buffer, std::size_t values, auto&& poke) {
+    for (std::size_t i = 0; i < values; ++i) buffer[i] = 1.0f + static_cast<float>(i % 7);
+    poke(buffer);
+    std::optional<bool> finite;
+    detail::shm_allreduce(seg_, buffer, buffer, values, DType::f32, ReduceOp::sum, &finite);
+    const std::uint64_t code = finite.has_value() ? (*finite ? 1 : 2) : 0;
+    const std::vector<std::uint64_t> all = test::gather_all(node_, code);
+    EXPECT_TRUE(std::all_of(all.begin(), all.end(), [&](std::uint64_t c) { return c == code; }));
+    return code;
+  };
+  const std::uint64_t reported = size() == 1 ? 0 : 1;
+  const std::uint64_t not_finite = size() == 1 ? 0 : 2;
+  EXPECT_EQ(answer(data, count, [](float*) {}), reported);
+  const float kInf = std::numeric_limits<float>::infinity();
+  for (int holder = 0; holder < size(); ++holder) {
+    for (std::size_t at : {std::size_t{0}, count / 2, count - 1}) {
+      for (float bad : {kInf, -kInf, std::numeric_limits<float>::quiet_NaN()}) {
+        SCOPED_TRACE("rank " + std::to_string(holder) + " holds " + std::to_string(bad) +
+                     " at " + std::to_string(at));
+        EXPECT_EQ(answer(data, count, [&](float* b) { if (rank() == holder) b[at] = bad; }),
+                  not_finite);
+      }
+    }
+  }
+  EXPECT_EQ(answer(data, count, [&](float* b) { b[count / 3] = std::numeric_limits<float>::max(); }),
+            not_finite)
+      << "max + max overflows to inf";
+  // Paths that do not look: in place outside the arena, below the zero-copy size, out of
+  // place, another type.
+  std::vector<float> plain(count);
+  EXPECT_EQ(answer(plain.data(), count, [](float*) {}), 0u);
+  EXPECT_EQ(answer(data, (std::size_t{2} << 10) / sizeof(float) - 1, [](float*) {}), 0u);
+  std::optional<bool> finite;
+  detail::shm_allreduce(seg_, data, plain.data(), count, DType::f32, ReduceOp::sum, &finite);
+  EXPECT_FALSE(finite.has_value());
+  detail::shm_allreduce(seg_, data, data, count / 2, DType::f64, ReduceOp::sum, &finite);
+  EXPECT_FALSE(finite.has_value());
 }
 
 TEST_P(ShmCollectivesTest, ZeroCopyReduceScatterFromTheArenaGivesTheSameResults) {
