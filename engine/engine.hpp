@@ -474,6 +474,8 @@ class Engine {
   void install_random_streams();
   void run_backward(const std::function<void()>& body);
   // Removes the loss scale (once per step) and returns whether every gradient is finite.
+  // Unscaled, it takes the answer of the last synchronisation when its reductions gave one
+  // (reduced_finite_) instead of reading every gradient again.
   bool unscale_and_check();
   std::vector<std::span<float>> gradient_spans();
   // zero_stage 1 (engine_zero.cpp): builds shard_optimizer_ over this rank's pieces of the
@@ -536,6 +538,9 @@ class Engine {
   // The first parameter (registration order) whose synchronised gradient was not finite
   // when unscale_and_check() or clip_grad_norm() found one, before any clamping.
   std::string first_non_finite_;
+  // Whether every gradient the last synchronising backward reduced is finite, when the
+  // reductions found out on their way (SyncReport::all_finite); cleared by zero_grad().
+  std::optional<bool> reduced_finite_;
   std::optional<LossScaler> scaler_;  // mixed_precision fp16; its scale changes only in step()
   BackwardTimings timings_;
   Tensor scaled_grad_;       // reused buffer for loss_grad * loss_gradient_scale()

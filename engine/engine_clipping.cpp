@@ -35,6 +35,8 @@ bool Engine::unscale_and_check() {
     const float inv = static_cast<float>(1.0 / static_cast<double>(loss_scale()));
     for (std::span<float> s : gradient_spans()) finite = scale_and_check(s, inv) && finite;
     sync_->copy_out();
+  } else if (reduced_finite_.has_value() && !sync_->sharded()) {
+    finite = *reduced_finite_;  // every rank's reductions checked what they combined
   } else {
     for (std::span<float> s : gradient_spans()) finite = all_finite(s) && finite;
   }

@@ -7,7 +7,9 @@
 // outputs)); on the synchronising one the bucket reductions of GradientSync (2 (n-1)/n * P
 // values per rank on the wire with the ring, overlapped with backward); one pass over P
 // values for the inf/NaN check, fused with the fp16 unscale and with clipping when
-// clip_grad_norm is called (plus one read pass for the norm); then the optimizer.
+// clip_grad_norm is called (plus one read pass for the norm), and none without a loss scale
+// when the reductions checked what they combined (shm on one node, fp32 on the wire); then
+// the optimizer.
 
 #include <algorithm>
 #include <chrono>
@@ -79,7 +81,9 @@ void Engine::run_backward(const std::function<void()>& body) {
         sync_->abort();
         throw;
       }
+      reduced_finite_.reset();
       const SyncReport report = sync_->finish();
+      reduced_finite_ = report.all_finite;
       timings_.comm_wait_seconds = report.wait_seconds;
       timings_.buckets = sync_->buckets().size();
       timings_.buckets_launched_early = report.buckets_launched_early;
@@ -164,6 +168,7 @@ void Engine::zero_grad() {
 }
 
 void Engine::zero_all_gradients() {
+  reduced_finite_.reset();
   if (!sync_) return;
   sync_->zero_grad();
   // A gradient someone replaced by its own tensor is not in the buckets (yet).

@@ -65,6 +65,7 @@ GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stre
   ready_.assign(params_.size(), 0);
   pending_.assign(buckets_.size(), 0);
   futures_.resize(buckets_.size());
+  bucket_finite_.resize(buckets_.size());
   for (std::size_t k = 0; k < params_.size(); ++k) bind(k);
 }
 
@@ -166,6 +167,7 @@ void GradientSync::begin_sync() {
   if (in_sync_) throw std::logic_error("GradientSync::begin_sync: a synchronisation is already open");
   std::fill(ready_.begin(), ready_.end(), 0);
   for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
+  std::fill(bucket_finite_.begin(), bucket_finite_.end(), std::nullopt);
   if (!buckets_.empty()) storage_data_[unused_slot_] = 0.0f;
   next_launch_ = 0;
   launched_early_ = 0;
@@ -226,8 +228,9 @@ void GradientSync::reduce(std::size_t bucket) {
   // pass of their own), with the bucket's wire buffer as scratch; only this task uses it.
   std::span<std::uint16_t> scratch;
   if (!wire_.empty()) scratch = std::span<std::uint16_t>(wire_[bucket].get(), wire_count_[bucket]);
-  comm_.allreduce(std::span<float>(storage_data_ + b.offset, count), ReduceOp::sum,
-                  options_.comm_dtype, bucket_algorithm_, scratch);
+  bucket_finite_[bucket] = comm_.allreduce(std::span<float>(storage_data_ + b.offset, count),
+                                           ReduceOp::sum, options_.comm_dtype, bucket_algorithm_,
+                                           scratch);
 }
 
 SyncReport GradientSync::finish() {
@@ -278,6 +281,7 @@ SyncReport GradientSync::finish() {
   }
   report.wait_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.all_finite = all_buckets_finite();
   copy_out();
   in_sync_ = false;
   if (options_.unused_parameters == UnusedParameterPolicy::error && report.ranks_with_unused > 0) {
@@ -338,6 +342,16 @@ void GradientSync::zero_grad() {
   for (Entry& e : params_) {
     if (!e.external_grad.empty()) std::fill(e.external_grad.begin(), e.external_grad.end(), 0.0f);
   }
+}
+
+std::optional<bool> GradientSync::all_buckets_finite() const {
+  if (buckets_.empty() || comm_.size() == 1) return std::nullopt;
+  bool all_known = true;
+  for (const std::optional<bool>& f : bucket_finite_) {
+    if (f.has_value() && !*f) return false;  // one bucket with inf/NaN settles it
+    all_known = all_known && f.has_value();
+  }
+  return all_known ? std::optional<bool>(true) : std::nullopt;
 }
 
 void GradientSync::allocate_storage() {

@@ -68,6 +68,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -120,6 +121,10 @@ struct SyncReport {
   std::size_t unused_local = 0;       // parameters of this rank without a gradient
   std::size_t ranks_with_unused = 0;  // ranks with unused_local > 0 (all ranks agree)
   std::vector<std::string> unused_names;  // this rank's unused parameters
+  // Whether every reduced value is finite, when the reductions found out as they went (shm
+  // with the buckets in the node's shared segment, fp32 on the wire; see
+  // Communicator::allreduce); std::nullopt when some bucket's reduction did not look.
+  std::optional<bool> all_finite;
 };
 
 class GradientSync {
@@ -211,6 +216,7 @@ class GradientSync {
   void lay_out_buckets();              // buckets_, offsets, storage_count_ (constructor)
   void make_shard();                   // shard buffer and pieces (sharded constructor)
   void allocate_wire();                // 16-bit scratch per bucket
+  std::optional<bool> all_buckets_finite() const;  // SyncReport::all_finite from bucket_finite_
 
   CommStream& stream_;
   const Communicator& comm_;
@@ -243,6 +249,9 @@ class GradientSync {
   std::vector<std::uint8_t> ready_;         // per parameter, this sync
   std::vector<std::size_t> pending_;        // per bucket: parameters not ready yet
   std::vector<CommFuture> futures_;         // per bucket, overlapped launches
+  // Per bucket, this sync: what its reduction said of the result's finiteness (each written
+  // by the task that reduces the bucket, read after finish() waited for it).
+  std::vector<std::optional<bool>> bucket_finite_;
   std::size_t next_launch_ = 0;
   bool has_external_ = false;
   std::size_t launched_early_ = 0;

@@ -1,7 +1,7 @@
 // GradientSync: bucket layout, gradients living in the buckets, summed results in closed
 // form, order independence, no communication outside a synchronising backward, overlap on
 // and off bit for bit, 16-bit wire types (each rank's gradient rounded once before the sum),
-// unused parameters under both policies.
+// the reductions' answer on finiteness, unused parameters under both policies.
 
 #include "mpitrain/engine/gradient_sync.hpp"
 
@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -174,6 +175,36 @@ INSTANTIATE_TEST_SUITE_P(
              std::string(to_string(info.param.dtype)) +
              (info.param.forward_order ? "_forward" : "_reverse");
     });
+
+TEST_F(GradientSyncTest, ReportsWhetherTheReducedGradientsAreFinite) {
+  // Ranks of one node keep their buckets in the shared segment, where shm reduces them in
+  // place and checks what it combined: the report says whether every reduced gradient is
+  // finite, the same on every rank, also when one rank alone holds the inf. One rank reduces
+  // nothing, and a 16-bit wire takes a path that does not look: no answer.
+  const int n = comm_.size();
+  auto params = make_params({4096, 1024, 2048});
+  for (DType wire : {DType::f32, DType::bf16}) {
+    GradientSyncOptions options;
+    options.first_bucket_bytes = 8 << 10;
+    options.bucket_cap_bytes = 16 << 10;
+    options.comm_dtype = wire;
+    GradientSync sync(synced(params), stream_, options);
+    ASSERT_GE(sync.buckets().size(), 2u);
+    const bool answers = n > 1 && comm_.node_count() == 1 && wire == DType::f32;
+    for (int holder : {-1, 0, n - 1}) {
+      SCOPED_TRACE(std::string(to_string(wire)) + ", inf on rank " + std::to_string(holder));
+      fill_grads(params, comm_.rank());
+      if (comm_.rank() == holder) params[1]->grad[7] = std::numeric_limits<float>::infinity();
+      sync.begin_sync();
+      for (const auto& p : params) sync.mark_ready(*p);
+      const SyncReport report = sync.finish();
+      ASSERT_EQ(report.all_finite.has_value(), answers);
+      if (answers) {
+        EXPECT_EQ(*report.all_finite, holder < 0);
+      }
+    }
+  }
+}
 
 TEST_F(GradientSyncTest, SixteenBitWireRoundsEachRanksGradientOnceBeforeSumming) {
   // Rank r's gradients are 2^r * (1 + 3/8 ulp): each rounds to 2^r in the wire type, and the
