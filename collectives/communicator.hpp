@@ -218,11 +218,12 @@ class Communicator {
   // reduces the same buffers again and again keeps them); empty: the call allocates its own.
   // Throws std::invalid_argument for another wire type or a short scratch.
   //
-  // Returns whether every value of the result is finite when the algorithm found out on the
-  // way at no extra pass over the buffer, std::nullopt when it did not look (then a caller
-  // that needs to know reads the values itself). Today that is `shm` on an f32 wire with
-  // `data` in the node's shared segment (allocate_shared) on every rank: each rank checks
-  // the part it combined while it is in cache, and the answer is the same on every rank.
+  // Returns, besides, whether every value of the result is finite when the algorithm found
+  // out on the way at no extra pass over the buffer, std::nullopt when it did not look (then a
+  // caller that needs to know reads the values itself). Today that is `shm` on an f32 wire,
+  // at 2 ranks or more, for 2 KiB or more, with `data` in the node's shared segment
+  // (allocate_shared) at the same offset on every rank: each rank checks the part it
+  // combined while it is in cache, and every rank gets the same answer.
   std::optional<bool> allreduce(std::span<float> data, ReduceOp op, DType wire,
                                 std::string_view algo = kDefaultAlgorithm,
                                 std::span<std::uint16_t> scratch = {}) const;

@@ -473,9 +473,10 @@ class Engine {
   // Gives the prepared model's random streams process_rng(1), process_rng(2), ... in order.
   void install_random_streams();
   void run_backward(const std::function<void()>& body);
-  // Removes the loss scale (once per step) and returns whether every gradient is finite.
-  // Unscaled, it takes the answer of the last synchronisation when its reductions gave one
-  // (reduced_finite_) instead of reading every gradient again.
+  // Returns whether every gradient is finite, after removing the loss scale (once per step).
+  // Without a loss scale it takes each bucket's answer from the last synchronisation where
+  // its reduction gave one (reduced_finite_) instead of reading the bucket again: gradients
+  // changed by hand between backward and step are then not checked again.
   bool unscale_and_check();
   std::vector<std::span<float>> gradient_spans();
   // zero_stage 1 (engine_zero.cpp): builds shard_optimizer_ over this rank's pieces of the
@@ -538,9 +539,10 @@ class Engine {
   // The first parameter (registration order) whose synchronised gradient was not finite
   // when unscale_and_check() or clip_grad_norm() found one, before any clamping.
   std::string first_non_finite_;
-  // Whether every gradient the last synchronising backward reduced is finite, when the
-  // reductions found out on their way (SyncReport::all_finite); cleared by zero_grad().
-  std::optional<bool> reduced_finite_;
+  // Per bucket, whether every gradient the last synchronising backward reduced is finite,
+  // where the reduction found out on its way (SyncReport::bucket_finite); cleared by every
+  // backward and by zero_grad().
+  std::vector<std::optional<bool>> reduced_finite_;
   std::optional<LossScaler> scaler_;  // mixed_precision fp16; its scale changes only in step()
   BackwardTimings timings_;
   Tensor scaled_grad_;       // reused buffer for loss_grad * loss_gradient_scale()

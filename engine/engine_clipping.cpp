@@ -35,10 +35,14 @@ bool Engine::unscale_and_check() {
     const float inv = static_cast<float>(1.0 / static_cast<double>(loss_scale()));
     for (std::span<float> s : gradient_spans()) finite = scale_and_check(s, inv) && finite;
     sync_->copy_out();
-  } else if (reduced_finite_.has_value() && !sync_->sharded()) {
-    finite = *reduced_finite_;  // every rank's reductions checked what they combined
   } else {
-    for (std::span<float> s : gradient_spans()) finite = all_finite(s) && finite;
+    // Unsharded, gradient_spans() has one span per bucket, in bucket order.
+    const std::vector<std::span<float>> spans = gradient_spans();
+    for (std::size_t k = 0; k < spans.size(); ++k) {
+      const bool answered =
+          !sync_->sharded() && k < reduced_finite_.size() && reduced_finite_[k].has_value();
+      finite = (answered ? *reduced_finite_[k] : all_finite(spans[k])) && finite;
+    }
   }
   finite = finite_on_every_rank(finite);  // zero_stage 1: inf/NaN in any shard skips everywhere
   phase_.gradients_checked("Engine::unscale_and_check", finite);

@@ -7,9 +7,9 @@
 // outputs)); on the synchronising one the bucket reductions of GradientSync (2 (n-1)/n * P
 // values per rank on the wire with the ring, overlapped with backward); one pass over P
 // values for the inf/NaN check, fused with the fp16 unscale and with clipping when
-// clip_grad_norm is called (plus one read pass for the norm), and none without a loss scale
-// when the reductions checked what they combined (shm on one node, fp32 on the wire); then
-// the optimizer.
+// clip_grad_norm is called (plus one read pass for the norm); without a loss scale the pass
+// skips the buckets whose reductions checked what they combined (shm on one node, fp32 on the
+// wire, zero_stage 0, buckets of 2 KiB and more); then the optimizer.
 
 #include <algorithm>
 #include <chrono>
@@ -71,6 +71,8 @@ float Engine::loss_gradient_scale() const noexcept {
 void Engine::run_backward(const std::function<void()>& body) {
   if (!sync_) throw std::logic_error("Engine::backward before prepare() or register_parameters()");
   const bool implicit = phase_.start_backward("Engine::backward", loader_ends_window());
+  // Any backward adds to the gradients: what an earlier synchronisation said of them is void.
+  reduced_finite_.clear();
   const auto t0 = Clock::now();
   try {
     if (phase_.sync_gradients()) {
@@ -81,9 +83,8 @@ void Engine::run_backward(const std::function<void()>& body) {
         sync_->abort();
         throw;
       }
-      reduced_finite_.reset();
-      const SyncReport report = sync_->finish();
-      reduced_finite_ = report.all_finite;
+      SyncReport report = sync_->finish();
+      reduced_finite_ = std::move(report.bucket_finite);
       timings_.comm_wait_seconds = report.wait_seconds;
       timings_.buckets = sync_->buckets().size();
       timings_.buckets_launched_early = report.buckets_launched_early;
@@ -168,7 +169,7 @@ void Engine::zero_grad() {
 }
 
 void Engine::zero_all_gradients() {
-  reduced_finite_.reset();
+  reduced_finite_.clear();
   if (!sync_) return;
   sync_->zero_grad();
   // A gradient someone replaced by its own tensor is not in the buckets (yet).

@@ -281,7 +281,7 @@ SyncReport GradientSync::finish() {
   }
   report.wait_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  report.all_finite = all_buckets_finite();
+  if (comm_.size() > 1) report.bucket_finite = bucket_finite_;
   copy_out();
   in_sync_ = false;
   if (options_.unused_parameters == UnusedParameterPolicy::error && report.ranks_with_unused > 0) {
@@ -342,16 +342,6 @@ void GradientSync::zero_grad() {
   for (Entry& e : params_) {
     if (!e.external_grad.empty()) std::fill(e.external_grad.begin(), e.external_grad.end(), 0.0f);
   }
-}
-
-std::optional<bool> GradientSync::all_buckets_finite() const {
-  if (buckets_.empty() || comm_.size() == 1) return std::nullopt;
-  bool all_known = true;
-  for (const std::optional<bool>& f : bucket_finite_) {
-    if (f.has_value() && !*f) return false;  // one bucket with inf/NaN settles it
-    all_known = all_known && f.has_value();
-  }
-  return all_known ? std::optional<bool>(true) : std::nullopt;
 }
 
 void GradientSync::allocate_storage() {

@@ -121,10 +121,11 @@ struct SyncReport {
   std::size_t unused_local = 0;       // parameters of this rank without a gradient
   std::size_t ranks_with_unused = 0;  // ranks with unused_local > 0 (all ranks agree)
   std::vector<std::string> unused_names;  // this rank's unused parameters
-  // Whether every reduced value is finite, when the reductions found out as they went (shm
-  // with the buckets in the node's shared segment, fp32 on the wire; see
-  // Communicator::allreduce); std::nullopt when some bucket's reduction did not look.
-  std::optional<bool> all_finite;
+  // Per bucket (bucket order): whether every reduced value is finite, where the reduction
+  // found out as it went (shm with the buckets in the node's shared segment, fp32 on the
+  // wire, 2 KiB and more; see Communicator::allreduce); std::nullopt where it did not look.
+  // Empty on one rank.
+  std::vector<std::optional<bool>> bucket_finite;
 };
 
 class GradientSync {
@@ -216,7 +217,6 @@ class GradientSync {
   void lay_out_buckets();              // buckets_, offsets, storage_count_ (constructor)
   void make_shard();                   // shard buffer and pieces (sharded constructor)
   void allocate_wire();                // 16-bit scratch per bucket
-  std::optional<bool> all_buckets_finite() const;  // SyncReport::all_finite from bucket_finite_
 
   CommStream& stream_;
   const Communicator& comm_;

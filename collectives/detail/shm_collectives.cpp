@@ -16,12 +16,16 @@ namespace {
 
 // Slices of a piece start on 64-byte boundaries of the piece (whole cache lines per rank).
 constexpr std::size_t kSliceAlignBytes = 64;
-// An allreduce of fewer bytes than this copies its input in even from the arena: the copy is
-// cheaper than the zero-copy path's extra synchronisation (2 ranks, 2026-11-28, buffers in the
-// arena in place, interleaved runs: zero copy 0.81-0.89 us at 256-512 bytes against 0.47-0.67
+// An allreduce in place of fewer bytes than this copies its input in even from the arena:
+// the copy is cheaper than the zero-copy path's extra synchronisation (2 ranks, 2026-11-28,
+// buffers in the arena in place, interleaved runs: zero copy 0.81-0.89 us at 256-512 bytes against 0.47-0.67
 // for the copy path, equal at 1 KiB, 0.82-0.84 us against 1.16 at 2 KiB, 0.87-0.91 against
 // 1.68 at 4 KiB).
-constexpr std::size_t kAllreduceZeroCopyMinBytes = std::size_t{2} << 10;
+constexpr std::size_t kAllreduceZeroCopyInPlaceMinBytes = std::size_t{2} << 10;
+// The same for an input in the arena that is not reduced in place (it goes piece by piece,
+// slice by slice: two synchronisations per piece where the copy path takes one). Measured
+// 2026-11-27 on the earlier zero-copy path (three synchronisations in all); kept.
+constexpr std::size_t kAllreduceZeroCopyMinBytes = std::size_t{16} << 10;
 
 // The part [begin, end) of a piece of `count` elements that `rank` of `n` reduces: equal
 // cache-line-aligned slices in rank order, the last ones short or empty.
@@ -62,8 +66,11 @@ void combine_in_rank_order(std::byte* out, const std::vector<const std::byte*>& 
 // below 2^62.
 constexpr std::uint64_t kInPlaceFlag = std::uint64_t{1} << 62;
 
-// A rank's result note (ShmSegment::set_result_flags) when a value it combined is inf or NaN.
-constexpr std::uint64_t kNotFinite = 1;
+// A rank's result note (ShmSegment::set_result_flags) on the in-place allreduce: whether it
+// checked the values it combined, and whether one was inf or NaN. Every rank stores one, so
+// a peer never reads a note left by an earlier call.
+constexpr std::uint64_t kChecked = 1;
+constexpr std::uint64_t kNotFinite = 2;
 
 // Returns the offset this rank publishes for an allreduce input: kNoOffset outside the arena,
 // else the arena offset, flagged when the allreduce is in place.
@@ -128,7 +135,7 @@ void allreduce_whole_in_place(ShmSegment& seg, const std::vector<std::uint64_t>&
   const std::size_t eb = dtype_bytes(type);
   const Slice mine = slice_of(count, n, seg.rank(), eb);
   // Partial results of the ranks before this one, in chunks through this rank's output
-  // workspace of piece buffer `b` (unused on this path; rank 0 never needs it).
+  // workspace of piece buffer `b` (unused on this path otherwise; ranks 0 and 1 never need it).
   std::byte* scratch = seg.workspace_out(seg.rank(), b);
   const std::size_t chunk = std::max<std::size_t>(seg.workspace_bytes() / eb, 1);
   std::vector<const std::byte*> inputs(static_cast<std::size_t>(n));
@@ -149,10 +156,14 @@ void allreduce_whole_in_place(ShmSegment& seg, const std::vector<std::uint64_t>&
                   own + at * eb, m * eb);
     }
   }
-  if (check) seg.set_result_flags(finite ? 0 : kNotFinite);
+  seg.set_result_flags(check ? (finite ? kChecked : kChecked | kNotFinite) : 0);
   seg.wait_all(seg.publish(), name);
   if (!check) return;
-  for (int q = 0; q < n; ++q) finite = finite && (seg.result_flags(q) & kNotFinite) == 0;
+  for (int q = 0; q < n; ++q) {
+    const std::uint64_t note = seg.result_flags(q);
+    if ((note & kChecked) == 0) return;  // a peer did not look: no answer
+    finite = finite && (note & kNotFinite) == 0;
+  }
   *all_finite = finite;
 }
 
@@ -339,9 +350,10 @@ void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t co
   if (count == 0) return;
   if (seg.size() == 1) return copy_if_distinct(send, recv, count * eb);
   // Every rank decides alike: the count is the same everywhere.
-  const std::optional<std::uint64_t> offset = count * eb < kAllreduceZeroCopyMinBytes
-                                                  ? std::nullopt
-                                                  : seg.arena_offset(send, count * eb);
+  const std::size_t zero_copy_min =
+      send == recv ? kAllreduceZeroCopyInPlaceMinBytes : kAllreduceZeroCopyMinBytes;
+  const std::optional<std::uint64_t> offset =
+      count * eb < zero_copy_min ? std::nullopt : seg.arena_offset(send, count * eb);
   seg.begin_input(published_offset(offset, send == recv));
   const PieceIo io{static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), eb, type,
                    offset.has_value()};

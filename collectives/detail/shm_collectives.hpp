@@ -31,7 +31,8 @@ namespace mpitrain::detail {
 // Reduces `count` elements of every rank's send into every rank's recv; send == recv is in
 // place (otherwise they must not overlap). When send lies in the segment's arena (allocate())
 // peers read it where it is instead of a copy (zero copy), per rank: ranks may mix; below
-// 2 KiB it is copied in all the same (cheaper than zero copy's extra synchronisation).
+// 2 KiB in place (16 KiB otherwise) it is copied in all the same (cheaper than zero copy's
+// extra synchronisation).
 //
 // Cost for n ranks, B bytes, W bytes of workspace: when every rank's send is in the arena and
 // in place (the engine's buckets), 2 synchronisations whatever B; per rank combines its B/n
@@ -46,8 +47,8 @@ namespace mpitrain::detail {
 //     workspace, then copies every slice out: reads 2 B ((n-1) B/n + (n-1) B/n from peers),
 //     writes B + B/n.
 //
-// all_finite: when given, for an f32 allreduce in place with every rank's buffer in the arena,
-// set to whether every value of the result is finite (each rank checks the chunks it combined
+// all_finite: when given on every rank, for an f32 allreduce of 2 KiB or more in place with
+// every rank's buffer in the arena, set to whether every value of the result is finite (each rank checks the chunks it combined
 // while they are in cache, and the ranks' notes travel with the last synchronisation: no pass
 // of its own over the buffer). Left alone on every other path.
 void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t count,

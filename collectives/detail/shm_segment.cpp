@@ -93,6 +93,7 @@ ShmSegment::ShmSegment(MPI_Comm node_comm, ShmOptions options)
     check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", world_rank, 0);
     main_ = allocate_window(kPage + 4 * workspace_bytes_, "shared-memory segment");
     sequence_slot(rank_).store(0, std::memory_order_relaxed);
+    control_word(rank_, kResultFlagsAt).store(0, std::memory_order_relaxed);
     control_word(rank_, kProgressAt).store(0, std::memory_order_relaxed);
     control_word(rank_, kReportedAt).store(0, std::memory_order_relaxed);
     control_word(rank_, kCheckIndexAt).store(0, std::memory_order_relaxed);

@@ -972,6 +972,62 @@ TEST_F(EngineTest, InfiniteGradientsSkipOrFailTheStepAndHoldTheScheduler) {
   }
 }
 
+// Buckets of 2 KiB and more in the node's shared segment are checked by their reduction (shm
+// answers whether the reduced values are finite): an inf that one rank alone feeds in is
+// still found, named and skipped on every rank, and a backward after the synchronisation
+// (here inside no_sync, before the step) voids that answer, so its inf is found too.
+TEST_F(EngineTest, InfiniteGradientsInLargeBucketsAreFoundWhereverTheyComeFrom) {
+  const float kInf = std::numeric_limits<float>::infinity();
+  const std::vector<std::size_t> hidden{32};
+  for (NanPolicy policy : {NanPolicy::skip, NanPolicy::error}) {
+    SCOPED_TRACE(policy == NanPolicy::skip ? "skip" : "error");
+    // 64-32-16: 2,608 parameters, one bucket of 10 KiB.
+    nn::Sequential model = nn::make_mlp(64, hidden, 16);
+    nn::Sgd opt(model.parameters(), sgd_options());
+    EngineConfig config;
+    config.nan_policy = policy;
+    Engine engine(config, comm_);
+    engine.prepare(model, opt);
+    Tensor x({4, 64});
+    x.fill(0.5f);
+    // A backward of loss gradient 0.01 everywhere but, on rank `holder` (every rank for -2,
+    // none for -1), inf in its first value.
+    auto backward = [&](int holder) {
+      Tensor logits = model.forward(x);
+      Tensor g(logits.shape());
+      g.fill(0.01f);
+      if (holder == -2 || holder == comm_.rank()) g[0] = kInf;
+      engine.backward(g);
+    };
+    // Returns whether optimizer step `number` went ahead; under policy error, checks that
+    // the message names a parameter.
+    auto step = [&](std::uint64_t number) {
+      const std::string what = error_of([&] { engine.step(); });
+      if (policy == NanPolicy::error && engine.optimizer_step_was_skipped()) {
+        EXPECT_NE(what.find("step " + std::to_string(number) + " has inf/NaN gradients, first in '"),
+                  std::string::npos) << what;
+        EXPECT_EQ(what.find("first in '?'"), std::string::npos) << what;
+      }
+      return !engine.optimizer_step_was_skipped();
+    };
+    backward(-1);
+    EXPECT_TRUE(step(0));
+    engine.zero_grad();
+    backward(static_cast<int>(n()) - 1);
+    EXPECT_FALSE(step(1)) << "an inf on the last rank only";
+    engine.zero_grad();
+    backward(-1);
+    EXPECT_TRUE(step(2)) << "finite again";
+    engine.zero_grad();
+    backward(-1);
+    {
+      auto quiet = engine.no_sync();
+      backward(-2);
+    }
+    EXPECT_FALSE(step(3)) << "an inf added by a backward after the synchronisation";
+  }
+}
+
 // clip_grad_value clamps inf to +-c; the step must still be skipped, and the error must name
 // the first parameter that WAS non-finite ("a": inf, clamped to 1), not the first that still
 // is ("b": NaN) nor "?". The same after clip_grad_norm found the norm non-finite.

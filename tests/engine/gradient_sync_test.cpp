@@ -178,29 +178,38 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST_F(GradientSyncTest, ReportsWhetherTheReducedGradientsAreFinite) {
   // Ranks of one node keep their buckets in the shared segment, where shm reduces them in
-  // place and checks what it combined: the report says whether every reduced gradient is
-  // finite, the same on every rank, also when one rank alone holds the inf. One rank reduces
-  // nothing, and a 16-bit wire takes a path that does not look: no answer.
+  // place and checks what it combined: the report says per bucket whether every reduced
+  // gradient is finite, the same on every rank, also when one rank alone holds the inf, and
+  // "finite" again once it is gone. A bucket under 2 KiB is copied in (no answer), one rank
+  // reduces nothing (an empty report), and a 16-bit wire takes a path that does not look.
   const int n = comm_.size();
-  auto params = make_params({4096, 1024, 2048});
+  // Reverse registration order: p3 (64 values, 256 bytes) alone in the first bucket, then
+  // p2 + p1 (12 KiB), then p0 (16 KiB).
+  auto params = make_params({4096, 1024, 2048, 64});
   for (DType wire : {DType::f32, DType::bf16}) {
     GradientSyncOptions options;
-    options.first_bucket_bytes = 8 << 10;
-    options.bucket_cap_bytes = 16 << 10;
+    options.first_bucket_bytes = 256;
+    options.bucket_cap_bytes = 12 << 10;
     options.comm_dtype = wire;
     GradientSync sync(synced(params), stream_, options);
-    ASSERT_GE(sync.buckets().size(), 2u);
+    ASSERT_EQ(sync.buckets().size(), 3u);
+    ASSERT_EQ(sync.buckets()[1].params, (std::vector<std::size_t>{2, 1}));
     const bool answers = n > 1 && comm_.node_count() == 1 && wire == DType::f32;
-    for (int holder : {-1, 0, n - 1}) {
-      SCOPED_TRACE(std::string(to_string(wire)) + ", inf on rank " + std::to_string(holder));
+    for (int holder : {-1, 0, -1, n - 1}) {
+      SCOPED_TRACE(std::string(to_string(wire)) + ", inf in p1 on rank " + std::to_string(holder));
       fill_grads(params, comm_.rank());
       if (comm_.rank() == holder) params[1]->grad[7] = std::numeric_limits<float>::infinity();
       sync.begin_sync();
       for (const auto& p : params) sync.mark_ready(*p);
       const SyncReport report = sync.finish();
-      ASSERT_EQ(report.all_finite.has_value(), answers);
+      ASSERT_EQ(report.bucket_finite.size(), n > 1 ? 3u : 0u);
+      if (n == 1) continue;
+      EXPECT_FALSE(report.bucket_finite[0].has_value()) << "256 bytes: copied in, not checked";
+      ASSERT_EQ(report.bucket_finite[1].has_value(), answers);
+      ASSERT_EQ(report.bucket_finite[2].has_value(), answers);
       if (answers) {
-        EXPECT_EQ(*report.all_finite, holder < 0);
+        EXPECT_EQ(*report.bucket_finite[1], holder < 0);
+        EXPECT_TRUE(*report.bucket_finite[2]);
       }
     }
   }
