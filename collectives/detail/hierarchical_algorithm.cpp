@@ -3,9 +3,10 @@
 //
 // Cost for N nodes of L ranks (n = N L), B bytes as sent, S = ceil(count / L) elements per
 // shard (B_s = S * element size, about B / L):
-//   stage 1  shm_reduce_scatter on the node's segment: per rank copies L B_s in (none when
-//            the buffer lies in the segment's arena and count divides by L), combines B_s
-//            from L inputs; 1 synchronisation per workspace piece. No network traffic.
+//   stage 1  shm_reduce_scatter on the node's segment: per rank copies (L-1) B_s in (none
+//            when the buffer lies in the segment's arena and count divides by L), combines
+//            B_s from L inputs into its shard (out of place: its own block of recv); 1
+//            synchronisation per workspace piece. No network traffic.
 //   stage 2  allreduce of the B_s shard over `cross` (N ranks, one per node). N = 2: each
 //            rank sends its shard to its peer in chunks of kChunkBytes, kInFlight chunks
 //            outstanding each way (so the link never idles while a chunk is combined), and
@@ -14,7 +15,8 @@
 //            link's rate. N > 2: the ring (ring_allreduce.hpp) over `cross`, 2 (N-1) steps,
 //            2 (N-1)/N B_s each way per rank. A flat ring over all n ranks (node by node)
 //            moves 2 (n-1)/n B each way through each node's link: 1.5 B at 2 x 2, 1.5x this.
-//   stage 3  shm_allgather: per rank copies B_s in and (L-1) B_s out; 1 synchronisation per
+//   stage 3  shm_allgather: per rank copies B_s in and (L-1) B_s out (in place when the
+//            shard is its block of recv: no copy of its own block); 1 synchronisation per
 //            piece.
 //   When count does not divide by L the buffer is padded to L S elements in a scratch copy
 //   (one extra copy in and out; padding values are reduced and dropped). count 0 returns at
@@ -160,12 +162,23 @@ void HierarchicalAlgorithm::run(const CommContext& ctx, const CollectiveArgs& ar
     send = padded_buf.get();
     gathered = padded_buf.get();
   }
-  auto shard = std::make_unique_for_overwrite<std::byte[]>(shard_count * esize);
+  // Out of place and unpadded, this rank's shard is its own block of recv, where the
+  // allgather in place expects it: no allocation (whose fresh pages fault in as the shard is
+  // written: 32 MiB at 64 MiB x 2 ranks) and no copy of the rank's own block in stage 3.
+  std::unique_ptr<std::byte[]> own_shard;
+  std::byte* shard = nullptr;
+  if (padded == args.count && args.send != args.recv) {
+    shard = static_cast<std::byte*>(args.recv) +
+            static_cast<std::size_t>(seg.rank()) * shard_count * esize;
+  } else {
+    own_shard = std::make_unique_for_overwrite<std::byte[]>(shard_count * esize);
+    shard = own_shard.get();
+  }
 
-  shm_reduce_scatter(seg, send, shard.get(), shard_count, args.type, combine);
-  cross_allreduce(ctx, shard.get(), shard_count, args.type, combine);
-  if (args.reduce == ReduceOp::avg) divide_inplace(shard.get(), shard_count, args.type, ctx.size);
-  shm_allgather(seg, shard.get(), gathered, shard_count, args.type);
+  shm_reduce_scatter(seg, send, shard, shard_count, args.type, combine);
+  cross_allreduce(ctx, shard, shard_count, args.type, combine);
+  if (args.reduce == ReduceOp::avg) divide_inplace(shard, shard_count, args.type, ctx.size);
+  shm_allgather(seg, shard, gathered, shard_count, args.type);
   if (gathered != args.recv) std::memcpy(args.recv, gathered, args.count * esize);
 }
 

@@ -405,8 +405,12 @@ void shm_reduce_scatter(ShmSegment& seg, const void* send, void* recv, std::size
     const std::size_t m = std::min(piece_max, recv_count - first);
     const int b = seg.next_buffer();
     std::byte* ws = seg.workspace_in(me, b);
+    // Peers read block q of this workspace for q != me only: this rank's own block is read
+    // from send below, not copied.
     for (std::size_t q = 0; q < un && !offset; ++q) {
-      std::memcpy(ws + q * m * eb, in + (q * recv_count + first) * eb, m * eb);
+      if (q != static_cast<std::size_t>(me)) {
+        std::memcpy(ws + q * m * eb, in + (q * recv_count + first) * eb, m * eb);
+      }
     }
     seg.wait_all(seg.publish(), kName);
     if (offsets.empty()) {
@@ -417,10 +421,11 @@ void shm_reduce_scatter(ShmSegment& seg, const void* send, void* recv, std::size
     }
     for (int q = 0; q < n; ++q) {
       const std::uint64_t o = offsets[static_cast<std::size_t>(q)];
+      const std::size_t at = (static_cast<std::size_t>(me) * recv_count + first) * eb;
       inputs[static_cast<std::size_t>(q)] =
-          o == ShmSegment::kNoOffset
-              ? seg.workspace_in(q, b) + static_cast<std::size_t>(me) * m * eb
-              : seg.peer_address(q, o) + (static_cast<std::size_t>(me) * recv_count + first) * eb;
+          q == me && !offset             ? in + at
+          : o == ShmSegment::kNoOffset ? seg.workspace_in(q, b) + static_cast<std::size_t>(me) * m * eb
+                                       : seg.peer_address(q, o) + at;
     }
     combine_in_rank_order(out + first * eb, inputs, m, type, op);
   }

@@ -62,8 +62,8 @@ void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t co
 // arena, 2 synchronisations whatever B_recv; per rank no copy in, combines B_recv from the
 // n sends ((n-1) B_recv read from peers) straight into recv. Otherwise ceil(n B_recv / W)
 // pieces, 1 synchronisation per piece (+ 1 at the end when some send is in the arena); per
-// rank copies n B_recv in (none from the arena), combines B_recv from n inputs straight
-// into recv.
+// rank copies (n-1) B_recv in (the blocks its peers combine; none from the arena), combines
+// B_recv from n inputs (its own block read from send) straight into recv.
 void shm_reduce_scatter(ShmSegment& seg, const void* send, void* recv, std::size_t recv_count,
                         DType type, ReduceOp op);
 
