@@ -91,6 +91,7 @@
 #include <mpitrain/checkpoint/state_group.hpp>
 
 // engine/: Engine, GradientSync, EngineConfig
+#include <mpitrain/engine/cores_of_this_thread.hpp>
 #include <mpitrain/engine/engine.hpp>
 #include <mpitrain/engine/engine_config.hpp>
 #include <mpitrain/engine/engine_phase.hpp>

@@ -102,6 +102,7 @@
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
 #include "mpitrain/data/synthetic_dataset.hpp"
+#include "mpitrain/engine/cores_of_this_thread.hpp"
 #include "mpitrain/engine/engine.hpp"
 #include "mpitrain/nn/adamw.hpp"
 #include "mpitrain/nn/blas_threads.hpp"
@@ -629,13 +630,17 @@ int main(int argc, char** argv) {
     }
 
     if (comm.rank() == 0) {
+      // GradientSync's automatic choice for this thread (ReduceOn): what overlap on does here.
       std::printf("# train_bench: %d rank(s) on %d node(s), %zu BLAS thread(s) per rank, %s, "
                   "buckets %g MiB (first %g), allreduce %s, %zu x %zu timed steps per row, "
-                  "1-rank baseline %s\n",
+                  "1-rank baseline %s, overlap on reduces buckets on the %s (rank 0 may run on "
+                  "%zu CPU(s))\n",
                   comm.size(), comm.node_count(), opts.blas_threads, opts.optimizer.c_str(),
                   opts.bucket_cap_mb, opts.first_bucket_mb,
                   opts.algorithm.c_str(), opts.repeats, opts.steps,
-                  opts.baseline_one_rank ? "on" : "off");
+                  opts.baseline_one_rank ? "on" : "off",
+                  cores_of_this_thread() == 1 ? "backward thread" : "communication thread",
+                  cores_of_this_thread());
       std::printf("%-18s %6s %5s %5s %8s %6s %8s %8s %9s %11s %11s %11s %13s %12s %9s %8s %5s %8s %8s\n",
                   "model", "batch", "prec", "wire", "overlap", "check", "buckets", "wire_MB", "step_ms",
                   "samples/s", "compute_ms", "exposed_ms", "last_rank_ms", "overhead_ms",

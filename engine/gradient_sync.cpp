@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mpitrain/engine/cores_of_this_thread.hpp"
 #include "mpitrain/tensor/aligned_storage.hpp"
 
 namespace mpitrain {
@@ -58,6 +59,8 @@ GradientSync::GradientSync(std::vector<SyncedParameter> params, CommStream& stre
   }
 
   sharded_ = options_.shard && comm_.size() > 1;
+  reduce_on_caller_ = options_.reduce_on == ReduceOn::caller ||
+                      (options_.reduce_on == ReduceOn::automatic && cores_of_this_thread() == 1);
   lay_out_buckets();
   allocate_storage();
   if (sharded_) make_shard();
@@ -213,6 +216,10 @@ void GradientSync::launch_ready_buckets() {
 }
 
 void GradientSync::launch(std::size_t bucket) {
+  if (reduce_on_caller_) {
+    reduce(bucket);
+    return;
+  }
   futures_[bucket] = stream_.submit([this, bucket](const Communicator&) { reduce(bucket); });
 }
 

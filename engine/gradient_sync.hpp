@@ -25,10 +25,12 @@
 //   is ready before bucket k, it waits for k, so every rank issues the same collectives in
 //   the same order whatever order its backward reports. With overlap on (and more than one
 //   rank) every bucket whose gradients were all reported, the last bucket included, is
-//   launched from mark_ready on the CommStream; finish() waits for those, then reduces on
-//   the calling thread the buckets that never completed (from the first bucket holding an
-//   unused parameter on, in bucket order). With overlap off, finish() reduces every bucket
-//   on the calling thread. Same collectives, same results, bit for bit.
+//   launched from mark_ready: on the CommStream (ReduceOn::worker), or reduced right there
+//   on the thread that reported it (ReduceOn::caller, automatic on a rank bound to one
+//   core); finish() waits for those, then reduces on the calling thread the buckets that
+//   never completed (from the first bucket holding an unused parameter on, in bucket
+//   order). With overlap off, finish() reduces every bucket on the calling thread. Same
+//   collectives, same results, bit for bit.
 // - Unused parameters (no mark_ready during a synchronising backward) are detected in
 //   finish(). Their slots are NOT zeroed: they hold whatever this rank accumulated into them
 //   since zero_grad (earlier micro-steps of the window; zero when the parameter took no part
@@ -82,10 +84,29 @@
 
 namespace mpitrain {
 
+// Where a bucket launched during backward (overlap on) is reduced.
+enum class ReduceOn {
+  // worker when the thread that builds the GradientSync may run on more than one CPU
+  // (cores_of_this_thread), caller when it is bound to one.
+  automatic,
+  // The CommStream's worker thread, beside backward: the reduction runs while backward
+  // computes when the rank has a core to spare.
+  worker,
+  // Right away, on the thread that reported the bucket's last gradient ready (inside the
+  // model's grad-ready hook). On a rank bound to one core a worker only takes turns with
+  // backward, and each bucket then costs two thread switches and a waiter that shares the
+  // core: measured 2026-11-28, 2 ranks bound to one core each, train_bench with overlap on,
+  // three interleaved pairs: ratio to one rank 1.93 (caller) against 1.81-1.92 (worker) on
+  // the small MLP, 1.78-1.82 against 1.72-1.76 and overhead 1.7-3.5% against 5.1-5.9% on the
+  // large one; overlap off, 1.94 and 1.78-1.85 in the same runs.
+  caller,
+};
+
 struct GradientSyncOptions {
   std::size_t bucket_cap_bytes = 25u << 20;
   std::size_t first_bucket_bytes = 1u << 20;
   bool overlap = true;
+  ReduceOn reduce_on = ReduceOn::automatic;  // with overlap on
   DType comm_dtype = DType::f32;  // f32, bf16 or f16
   std::string algorithm{kDefaultAlgorithm};  // an allreduce algorithm name
   UnusedParameterPolicy unused_parameters = UnusedParameterPolicy::zero;
@@ -165,6 +186,9 @@ class GradientSync {
   void abort() noexcept;
   // Returns true between begin_sync() and finish().
   bool in_sync() const noexcept { return in_sync_; }
+  // Returns where buckets launched during backward are reduced: options().reduce_on, with
+  // automatic resolved (worker or caller).
+  ReduceOn reduce_on() const noexcept { return reduce_on_caller_ ? ReduceOn::caller : ReduceOn::worker; }
 
   // Returns the registration index of `p`; throws std::invalid_argument if it is not synced.
   std::size_t index_of(const nn::Parameter& p) const;
@@ -249,6 +273,7 @@ class GradientSync {
   std::vector<std::uint8_t> ready_;         // per parameter, this sync
   std::vector<std::size_t> pending_;        // per bucket: parameters not ready yet
   std::vector<CommFuture> futures_;         // per bucket, overlapped launches
+  bool reduce_on_caller_ = false;           // options_.reduce_on resolved
   // Per bucket, this sync: what its reduction said of the result's finiteness (each written
   // by the task that reduces the bucket, read after finish() waited for it).
   std::vector<std::optional<bool>> bucket_finite_;

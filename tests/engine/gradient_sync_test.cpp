@@ -1,11 +1,13 @@
 // GradientSync: bucket layout, gradients living in the buckets, summed results in closed
 // form, order independence, no communication outside a synchronising backward, overlap on
-// and off bit for bit, 16-bit wire types (each rank's gradient rounded once before the sum),
+// and off bit for bit (reductions on the worker or on the calling thread, chosen by the
+// affinity mask when automatic), 16-bit wire types (each rank's gradient rounded once before the sum),
 // the reductions' answer on finiteness, unused parameters under both policies.
 
 #include "mpitrain/engine/gradient_sync.hpp"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cmath>
 #include <cstring>
@@ -18,6 +20,7 @@
 #include "mpitrain/collectives/comm_stream.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
+#include "mpitrain/engine/cores_of_this_thread.hpp"
 #include "mpitrain/nn/parameter.hpp"
 
 namespace mpitrain {
@@ -128,6 +131,7 @@ struct SyncCase {
   bool overlap;
   DType dtype;
   bool forward_order;  // report readiness in registration order (every bucket waits)
+  ReduceOn reduce_on = ReduceOn::worker;
 };
 
 class GradientSyncSum : public GradientSyncTest, public ::testing::WithParamInterface<SyncCase> {};
@@ -142,6 +146,7 @@ TEST_P(GradientSyncSum, SumsEveryGradientInClosedForm) {
   options.bucket_cap_bytes = 2048;
   options.overlap = c.overlap;
   options.comm_dtype = c.dtype;
+  options.reduce_on = c.reduce_on;
   GradientSync sync(synced(params), stream_, options);
   ASSERT_GE(sync.buckets().size(), 3u);
   fill_grads(params, r);
@@ -169,11 +174,15 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, GradientSyncSum,
     ::testing::Values(SyncCase{true, DType::f32, false}, SyncCase{false, DType::f32, false},
                       SyncCase{true, DType::f32, true}, SyncCase{true, DType::bf16, false},
-                      SyncCase{false, DType::f16, true}),
+                      SyncCase{false, DType::f16, true},
+                      SyncCase{true, DType::f32, false, ReduceOn::caller},
+                      SyncCase{true, DType::f32, true, ReduceOn::caller},
+                      SyncCase{true, DType::f16, false, ReduceOn::caller}),
     [](const auto& info) {
       return std::string(info.param.overlap ? "overlap" : "no_overlap") + "_" +
              std::string(to_string(info.param.dtype)) +
-             (info.param.forward_order ? "_forward" : "_reverse");
+             (info.param.forward_order ? "_forward" : "_reverse") +
+             (info.param.reduce_on == ReduceOn::caller ? "_on_caller" : "");
     });
 
 TEST_F(GradientSyncTest, ReportsWhetherTheReducedGradientsAreFinite) {
@@ -262,15 +271,25 @@ TEST_F(GradientSyncTest, NoCollectiveOutsideASynchronisingBackward) {
 }
 
 TEST_F(GradientSyncTest, OverlapOnAndOffAgreeBitForBit) {
+  // Overlap on with the reductions on the worker thread and on the calling thread (inside
+  // mark_ready), and overlap off: the same bits; with overlap on, every bucket leaves during
+  // "backward" (before finish) either way.
   const int r = comm_.rank();
   std::vector<std::vector<float>> results;
-  for (bool overlap : {true, false}) {
+  struct Way {
+    bool overlap;
+    ReduceOn on;
+  };
+  for (Way way : {Way{true, ReduceOn::worker}, Way{true, ReduceOn::caller}, Way{false, ReduceOn::worker}}) {
+    const ReduceOn on = way.on;
     auto params = make_params({1000, 33, 2000, 7});
     GradientSyncOptions options;
     options.first_bucket_bytes = 512;
     options.bucket_cap_bytes = 4096;
-    options.overlap = overlap;
+    options.overlap = way.overlap;
+    options.reduce_on = on;
     GradientSync sync(synced(params), stream_, options);
+    EXPECT_EQ(sync.reduce_on(), on);
     for (std::size_t k = 0; k < params.size(); ++k) {
       for (std::size_t i = 0; i < params[k]->grad.numel(); ++i) {
         params[k]->grad[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(k)) /
@@ -278,18 +297,73 @@ TEST_F(GradientSyncTest, OverlapOnAndOffAgreeBitForBit) {
       }
     }
     sync.begin_sync();
+    const auto issued_before = comm_.collectives_issued();
     for (auto it = params.rbegin(); it != params.rend(); ++it) sync.mark_ready(**it);
-    sync.finish();
+    if (way.overlap && on == ReduceOn::caller && comm_.size() > 1) {
+      EXPECT_EQ(comm_.collectives_issued() - issued_before, sync.buckets().size())
+          << "reduced inside mark_ready, before finish";
+    }
+    const SyncReport report = sync.finish();
+    if (options.overlap && comm_.size() > 1) {
+      EXPECT_EQ(report.buckets_launched_early, sync.buckets().size());
+    }
     std::vector<float> all;
     for (const auto& p : params) all.insert(all.end(), p->grad.data(), p->grad.data() + p->grad.numel());
     results.push_back(std::move(all));
   }
-  ASSERT_EQ(results[0].size(), results[1].size());
-  EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)), 0);
+  for (std::size_t k = 1; k < results.size(); ++k) {
+    ASSERT_EQ(results[0].size(), results[k].size());
+    EXPECT_EQ(std::memcmp(results[0].data(), results[k].data(), results[0].size() * sizeof(float)), 0);
+  }
   // And every rank holds the same bits.
   std::vector<float> rank0 = results[0];
   comm_.broadcast(std::span<float>(rank0), 0);
   EXPECT_EQ(std::memcmp(rank0.data(), results[0].data(), rank0.size() * sizeof(float)), 0);
+}
+
+// Restores the calling thread's affinity mask when it goes out of scope.
+class AffinityRestorer {
+ public:
+  AffinityRestorer() { ok_ = sched_getaffinity(0, sizeof(saved_), &saved_) == 0; }
+  ~AffinityRestorer() {
+    if (ok_) sched_setaffinity(0, sizeof(saved_), &saved_);
+  }
+  AffinityRestorer(const AffinityRestorer&) = delete;
+  AffinityRestorer& operator=(const AffinityRestorer&) = delete;
+  // Returns true once the calling thread is bound to the first CPU of its saved mask alone.
+  bool bind_to_one_cpu() {
+    if (!ok_) return false;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &saved_)) continue;
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      return sched_setaffinity(0, sizeof(one), &one) == 0;
+    }
+    return false;
+  }
+
+ private:
+  cpu_set_t saved_{};
+  bool ok_ = false;
+};
+
+TEST_F(GradientSyncTest, AutomaticReducesOnTheCallerWhenBoundToOneCore) {
+  auto params = make_params({64, 64});
+  AffinityRestorer restore;
+  ASSERT_TRUE(restore.bind_to_one_cpu());
+  GradientSync sync(synced(params), stream_, GradientSyncOptions{});
+  EXPECT_EQ(sync.reduce_on(), ReduceOn::caller);
+}
+
+TEST_F(GradientSyncTest, AutomaticReducesOnTheWorkerWithACoreToSpare) {
+  if (cores_of_this_thread() < 2) {
+    GTEST_SKIP() << "this rank may run on one CPU only (its affinity mask, e.g. mpirun "
+                    "--bind-to core): no core to spare";
+  }
+  auto params = make_params({64, 64});
+  GradientSync sync(synced(params), stream_, GradientSyncOptions{});
+  EXPECT_EQ(sync.reduce_on(), ReduceOn::worker);
 }
 
 TEST_F(GradientSyncTest, UnusedParametersAreReducedAsTheirSlotsUnderPolicyZero) {
