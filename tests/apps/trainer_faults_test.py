@@ -112,10 +112,14 @@ def read_lock(project):
 
 
 def manifests(project):
-    """Returns {checkpoint folder: MANIFEST.json bytes} of the committed checkpoints."""
+    """Returns {checkpoint folder: MANIFEST.json bytes} of the committed checkpoints. A save in
+    progress (NAME.tmp-HEX) is left out although its manifest may be written already: the live
+    run renames it into place at any moment."""
     folder = os.path.join(project, "checkpoints")
     out = {}
     for name in os.listdir(folder):
+        if ".tmp-" in name:
+            continue
         path = os.path.join(folder, name, "MANIFEST.json")
         if os.path.isfile(path):
             with open(path, "rb") as f:
