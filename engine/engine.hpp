@@ -41,7 +41,8 @@
 // the scaler backs off. bf16 and fp32 follow nan_policy (error, or skip).
 //
 // Threads: the Engine owns a CommStream; bucket reductions run on its worker during
-// backward (overlap on). Every other collective of the engine runs on the calling thread
+// backward (overlap on), or on the backward thread itself as each bucket becomes ready when
+// that thread may run on one CPU only (GradientSync's ReduceOn::caller). Every other collective of the engine runs on the calling thread
 // while the stream is idle (it is idle outside backward), so the ranks' collective order
 // is the program order.
 

@@ -70,7 +70,8 @@ struct EngineConfig {
   // distributed.*
   double bucket_cap_mb = 25.0;   // MiB of wire data per gradient bucket
   double first_bucket_mb = 1.0;  // MiB of the first bucket (starts communication early)
-  bool overlap = true;           // reduce buckets during backward on the communication thread
+  bool overlap = true;           // reduce buckets during backward (communication thread, or
+                                 // the backward thread on a rank that may use one CPU only)
   DType grad_comm_dtype = DType::f32;  // f32, bf16 or f16 on the wire; sums in fp32
   // a name of algorithm_names(Collective::allreduce): "default", "mpi", "ring", ...
   std::string allreduce_algorithm{kDefaultAlgorithm};

@@ -1,6 +1,6 @@
 // GradientSync (see gradient_sync.hpp). Cost per synchronising step with P gradient values in
 // B buckets on n ranks: B allreduces of P values in total on the communication thread (or the
-// calling thread with overlap off; bf16/f16 wire types round and widen the values inside the
+// calling thread with overlap off or ReduceOn::caller; bf16/f16 wire types round and widen the values inside the
 // allreduce, see Communicator::allreduce(std::span<float>, ...)), and O(parameters)
 // bookkeeping; nothing on non-synchronising micro-steps. The unused-parameter error (policy
 // error) adds one allgather and one allgatherv of the names.
@@ -217,7 +217,15 @@ void GradientSync::launch_ready_buckets() {
 
 void GradientSync::launch(std::size_t bucket) {
   if (reduce_on_caller_) {
-    reduce(bucket);
+    // A failed reduction ends the synchronisation here, so that a caller that goes on to
+    // finish() is told (finish without begin_sync) instead of issuing fewer collectives than
+    // its peers.
+    try {
+      reduce(bucket);
+    } catch (...) {
+      abort();
+      throw;
+    }
     return;
   }
   futures_[bucket] = stream_.submit([this, bucket](const Communicator&) { reduce(bucket); });

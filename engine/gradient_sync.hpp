@@ -87,14 +87,15 @@ namespace mpitrain {
 // Where a bucket launched during backward (overlap on) is reduced.
 enum class ReduceOn {
   // worker when the thread that builds the GradientSync may run on more than one CPU
-  // (cores_of_this_thread), caller when it is bound to one.
+  // (cores_of_this_thread: hardware threads, so SMT siblings count), caller when on one.
   automatic,
   // The CommStream's worker thread, beside backward: the reduction runs while backward
   // computes when the rank has a core to spare.
   worker,
   // Right away, on the thread that reported the bucket's last gradient ready (inside the
-  // model's grad-ready hook). On a rank bound to one core a worker only takes turns with
-  // backward, and each bucket then costs two thread switches and a waiter that shares the
+  // model's grad-ready hook; the time of a bucket that is not the last to leave counts as
+  // backward's, as the worker's would). On a rank that may run on one CPU only a worker
+  // only takes turns with backward, and each bucket then costs two thread switches and a waiter that shares the
   // core: measured 2026-11-28, 2 ranks bound to one core each, train_bench with overlap on,
   // three interleaved pairs: ratio to one rank 1.93 (caller) against 1.81-1.92 (worker) on
   // the small MLP, 1.78-1.82 against 1.72-1.76 and overhead 1.7-3.5% against 5.1-5.9% on the

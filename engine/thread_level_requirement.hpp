@@ -2,8 +2,10 @@
 // The MPI thread level an Engine needs, checked when it is constructed.
 //
 // With overlap on, bucket reductions run on the engine's communication thread (CommStream)
-// during backward, and every other collective on the thread that calls the engine while the
-// stream is idle: MPI is called from two threads, never at once, so MPI_THREAD_SERIALIZED.
+// during backward (or on the backward thread itself when it may run on one CPU only:
+// GradientSync's ReduceOn; the requirement does not depend on the machine), and every other
+// collective on the thread that calls the engine while the stream is idle: MPI is called
+// from two threads, never at once, so MPI_THREAD_SERIALIZED.
 // With overlap off, every bucket is reduced synchronously on the calling thread after
 // backward and the communication thread never calls MPI: MPI_THREAD_FUNNELED (call the engine
 // from the thread that initialised MPI). A host program that initialised MPI at a lower level

@@ -330,11 +330,13 @@ class AffinityRestorer {
   }
   AffinityRestorer(const AffinityRestorer&) = delete;
   AffinityRestorer& operator=(const AffinityRestorer&) = delete;
-  // Returns true once the calling thread is bound to the first CPU of its saved mask alone.
-  bool bind_to_one_cpu() {
-    if (!ok_) return false;
+  // Returns true once the calling thread is bound to one CPU of its saved mask alone: the
+  // which-th (modulo their number), so that ranks that share a mask take different CPUs.
+  bool bind_to_one_cpu(int which) {
+    if (!ok_ || CPU_COUNT(&saved_) == 0) return false;
+    int skip = which % CPU_COUNT(&saved_);
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (!CPU_ISSET(cpu, &saved_)) continue;
+      if (!CPU_ISSET(cpu, &saved_) || skip-- > 0) continue;
       cpu_set_t one;
       CPU_ZERO(&one);
       CPU_SET(cpu, &one);
@@ -351,7 +353,7 @@ class AffinityRestorer {
 TEST_F(GradientSyncTest, AutomaticReducesOnTheCallerWhenBoundToOneCore) {
   auto params = make_params({64, 64});
   AffinityRestorer restore;
-  ASSERT_TRUE(restore.bind_to_one_cpu());
+  ASSERT_TRUE(restore.bind_to_one_cpu(comm_.rank()));
   GradientSync sync(synced(params), stream_, GradientSyncOptions{});
   EXPECT_EQ(sync.reduce_on(), ReduceOn::caller);
 }
