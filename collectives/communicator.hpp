@@ -182,8 +182,8 @@ class Communicator {
   // ---- type-erased core: counts in elements of `type` -------------------------------------
   void broadcast(void* data, std::size_t count, DType type, int root,
                  std::string_view algo = kDefaultAlgorithm) const;
-  // send == recv is in place. AVG divides the sum by size() (integers: truncating division;
-  // bf16/f16: in fp32 before the final rounding).
+  // send == recv is in place (otherwise they must not overlap). AVG divides the sum by size()
+  // (integers: truncating division; bf16/f16: in fp32 before the final rounding).
   void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op,
                  std::string_view algo = kDefaultAlgorithm) const;
   // send holds size() * recv_count elements; rank r receives block r, reduced. send and recv

@@ -19,8 +19,16 @@ std::string ShmAlgorithm::why_not(const CollectiveArgs& args, const CommContext&
     return fmt::format("the ranks span {} nodes and shm runs within one node", ctx.node_count);
   }
   if (ctx.shm == nullptr) return "this communicator has no shared-memory segment";
-  if (args.op == Collective::reduce_scatter && args.send == args.recv && args.count > 0) {
-    return "send and recv must be different buffers";
+  if (args.op == Collective::reduce_scatter && args.count > 0) {
+    // recv as block rank() of send (MPI's in-place form) included: a rank reads its own
+    // block from send while it writes recv.
+    const std::size_t recv_bytes = args.count * dtype_bytes(args.type);
+    const auto* send = static_cast<const std::byte*>(args.send);
+    const auto* recv = static_cast<const std::byte*>(args.recv);
+    const std::size_t send_bytes = recv_bytes * static_cast<std::size_t>(ctx.size);
+    if (recv < send + send_bytes && send < recv + recv_bytes) {
+      return "send and recv must not overlap";
+    }
   }
   return {};
 }

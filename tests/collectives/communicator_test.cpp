@@ -902,6 +902,12 @@ TEST_F(CommunicatorTest, MismatchedSizesThrowNamingCallAndRank) {
   float same[4] = {0, 0, 0, 0};
   EXPECT_THROW(comm_.reduce_scatter(same, same, 1, DType::f32, ReduceOp::sum),
                std::invalid_argument);
+  // shm reads a rank's own block from send while it writes recv: recv inside send (MPI's
+  // in-place form, block rank() of send) is refused, not computed wrong.
+  std::vector<float> blocks(4 * n(), 1.0f);
+  EXPECT_THROW(comm_.reduce_scatter(blocks.data(), blocks.data() + 4 * static_cast<std::size_t>(rank()),
+                                    4, DType::f32, ReduceOp::sum, "shm"),
+               std::invalid_argument);
 }
 
 TEST_F(CommunicatorTest, CountsOneIssuedCollectivePerCall) {
