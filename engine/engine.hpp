@@ -42,9 +42,9 @@
 //
 // Threads: the Engine owns a CommStream; bucket reductions run on its worker during
 // backward (overlap on), or on the backward thread itself as each bucket becomes ready when
-// that thread may run on one CPU only (GradientSync's ReduceOn::caller). Every other collective of the engine runs on the calling thread
-// while the stream is idle (it is idle outside backward), so the ranks' collective order
-// is the program order.
+// that thread may run on one CPU only (GradientSync's ReduceOn::caller). Every other
+// collective of the engine runs on the calling thread while the stream is idle (it is idle
+// outside backward), so the ranks' collective order is the program order.
 
 #include <algorithm>
 #include <cstddef>

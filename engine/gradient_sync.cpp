@@ -1,7 +1,8 @@
 // GradientSync (see gradient_sync.hpp). Cost per synchronising step with P gradient values in
 // B buckets on n ranks: B allreduces of P values in total on the communication thread (or the
-// calling thread with overlap off or ReduceOn::caller; bf16/f16 wire types round and widen the values inside the
-// allreduce, see Communicator::allreduce(std::span<float>, ...)), and O(parameters)
+// calling thread with overlap off or ReduceOn::caller; bf16/f16 wire types round and widen
+// the values inside the allreduce, see Communicator::allreduce(std::span<float>, ...)), and
+// O(parameters)
 // bookkeeping; nothing on non-synchronising micro-steps. The unused-parameter error (policy
 // error) adds one allgather and one allgatherv of the names.
 

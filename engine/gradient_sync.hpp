@@ -95,11 +95,12 @@ enum class ReduceOn {
   // Right away, on the thread that reported the bucket's last gradient ready (inside the
   // model's grad-ready hook; the time of a bucket that is not the last to leave counts as
   // backward's, as the worker's would). On a rank that may run on one CPU only a worker
-  // only takes turns with backward, and each bucket then costs two thread switches and a waiter that shares the
-  // core: measured 2026-11-28, 2 ranks bound to one core each, train_bench with overlap on,
-  // three interleaved pairs: ratio to one rank 1.93 (caller) against 1.81-1.92 (worker) on
-  // the small MLP, 1.78-1.82 against 1.72-1.76 and overhead 1.7-3.5% against 5.1-5.9% on the
-  // large one; overlap off, 1.94 and 1.78-1.85 in the same runs.
+  // only takes turns with backward, and each bucket then costs two thread switches and a
+  // waiter that shares the core: measured 2026-11-28, 2 ranks bound to one core each,
+  // train_bench with overlap on, three interleaved pairs: ratio to one rank 1.93 (caller)
+  // against 1.81-1.92 (worker) on the small MLP, 1.78-1.82 against 1.72-1.76 and overhead
+  // 1.7-3.5% against 5.1-5.9% on the large one; overlap off, 1.94 and 1.78-1.85 in the same
+  // runs.
   caller,
 };
 
@@ -189,7 +190,9 @@ class GradientSync {
   bool in_sync() const noexcept { return in_sync_; }
   // Returns where buckets launched during backward are reduced: options().reduce_on, with
   // automatic resolved (worker or caller).
-  ReduceOn reduce_on() const noexcept { return reduce_on_caller_ ? ReduceOn::caller : ReduceOn::worker; }
+  ReduceOn reduce_on() const noexcept {
+    return reduce_on_caller_ ? ReduceOn::caller : ReduceOn::worker;
+  }
 
   // Returns the registration index of `p`; throws std::invalid_argument if it is not synced.
   std::size_t index_of(const nn::Parameter& p) const;

@@ -18,9 +18,9 @@ namespace {
 constexpr std::size_t kSliceAlignBytes = 64;
 // An allreduce in place of fewer bytes than this copies its input in even from the arena:
 // the copy is cheaper than the zero-copy path's extra synchronisation (2 ranks, 2026-11-28,
-// buffers in the arena in place, interleaved runs: zero copy 0.81-0.89 us at 256-512 bytes against 0.47-0.67
-// for the copy path, equal at 1 KiB, 0.82-0.84 us against 1.16 at 2 KiB, 0.87-0.91 against
-// 1.68 at 4 KiB).
+// buffers in the arena in place, interleaved runs: zero copy 0.81-0.89 us at 256-512 bytes
+// against 0.47-0.67 for the copy path, equal at 1 KiB, 0.82-0.84 us against 1.16 at 2 KiB,
+// 0.87-0.91 against 1.68 at 4 KiB).
 constexpr std::size_t kAllreduceZeroCopyInPlaceMinBytes = std::size_t{2} << 10;
 // The same for an input in the arena that is not reduced in place (it goes piece by piece,
 // slice by slice: two synchronisations per piece where the copy path takes one). Measured
@@ -149,7 +149,9 @@ void allreduce_whole_in_place(ShmSegment& seg, const std::vector<std::uint64_t>&
           seg.peer_address(q, offsets[static_cast<std::size_t>(q)]) + at * eb;
     }
     combine_into_own(own + at * eb, scratch, inputs, seg.rank(), m, type, op);
-    if (check) finite = finite && mpitrain::all_finite({reinterpret_cast<const float*>(own + at * eb), m});
+    if (check) {
+      finite = finite && mpitrain::all_finite({reinterpret_cast<const float*>(own + at * eb), m});
+    }
     for (int q = 0; q < n; ++q) {
       if (q == seg.rank()) continue;
       std::memcpy(seg.peer_address(q, offsets[static_cast<std::size_t>(q)]) + at * eb,
@@ -419,13 +421,15 @@ void shm_reduce_scatter(ShmSegment& seg, const void* send, void* recv, std::size
         return reduce_scatter_whole_zero_copy(seg, offsets, out, recv_count, type, op, kName);
       }
     }
+    // Where this rank's block of the piece lies in a send, and in a workspace.
+    const std::size_t at = (static_cast<std::size_t>(me) * recv_count + first) * eb;
+    const std::size_t in_workspace = static_cast<std::size_t>(me) * m * eb;
     for (int q = 0; q < n; ++q) {
       const std::uint64_t o = offsets[static_cast<std::size_t>(q)];
-      const std::size_t at = (static_cast<std::size_t>(me) * recv_count + first) * eb;
-      inputs[static_cast<std::size_t>(q)] =
-          q == me && !offset             ? in + at
-          : o == ShmSegment::kNoOffset ? seg.workspace_in(q, b) + static_cast<std::size_t>(me) * m * eb
-                                       : seg.peer_address(q, o) + at;
+      inputs[static_cast<std::size_t>(q)] = q == me && !offset ? in + at
+                                            : o == ShmSegment::kNoOffset
+                                                ? seg.workspace_in(q, b) + in_workspace
+                                                : seg.peer_address(q, o) + at;
     }
     combine_in_rank_order(out + first * eb, inputs, m, type, op);
   }

@@ -37,9 +37,8 @@ namespace mpitrain::detail {
 // Cost for n ranks, B bytes, W bytes of workspace: when every rank's send is in the arena and
 // in place (the engine's buckets), 2 synchronisations whatever B; per rank combines its B/n
 // slice from the n buffers into its own and writes it into the n - 1 peers' buffers. Else
-// ceil(B / W) pieces; per rank copies B in
-// (none with zero copy), then per piece one of (ShmOptions::symmetric_* choose, the same on
-// every rank):
+// ceil(B / W) pieces; per rank copies B in (none with zero copy), then per piece one of
+// (ShmOptions::symmetric_* choose, the same on every rank):
 //   symmetric (1 synchronisation per piece): combines the whole piece from n inputs straight
 //     into recv: reads n B ((n-1) B from peers), writes B. The default at 2 ranks and for
 //     small pieces; never when an input is in the arena.
@@ -48,9 +47,10 @@ namespace mpitrain::detail {
 //     writes B + B/n.
 //
 // all_finite: when given on every rank, for an f32 allreduce of 2 KiB or more in place with
-// every rank's buffer in the arena, set to whether every value of the result is finite (each rank checks the chunks it combined
-// while they are in cache, and the ranks' notes travel with the last synchronisation: no pass
-// of its own over the buffer). Left alone on every other path.
+// every rank's buffer in the arena, set to whether every value of the result is finite (each
+// rank checks the chunks it combined while they are in cache, and the ranks' notes travel
+// with the last synchronisation: no pass of its own over the buffer). Left alone on every
+// other path.
 void shm_allreduce(ShmSegment& seg, const void* send, void* recv, std::size_t count,
                    DType type, ReduceOp op, std::optional<bool>* all_finite = nullptr);
 
