@@ -1,5 +1,5 @@
-// HierarchicalAlgorithm: shm reduce-scatter in the node, pipelined allreduce of the shard
-// across nodes, shm allgather in the node.
+// HierarchicalAlgorithm: shm reduce-scatter in the node, allreduce of the shard across
+// nodes, shm allgather in the node; at 2 nodes, the three stages pipelined over pieces.
 //
 // Cost for N nodes of L ranks (n = N L), B bytes as sent, S = ceil(count / L) elements per
 // shard (B_s = S * element size, about B / L):
@@ -18,14 +18,19 @@
 //   stage 3  shm_allgather: per rank copies B_s in and (L-1) B_s out (in place when the
 //            shard is its block of recv: no copy of its own block); 1 synchronisation per
 //            piece.
+//   N = 2: the buffer goes through the stages in pieces of kPieceBytes (each split into L
+//   blocks, one shard per rank): stage 1 of piece k and stage 3 of piece k - 1 run while
+//   the link carries pieces k - 1 and k, so the time is about the link's time for B plus one
+//   piece's stages 1 and 3, where unpipelined it was the sum of the three stages (at 2 x 2,
+//   2 Gbit/s, 64 MiB: 283-292 ms against 298-338 ms, the link's time being ~281 ms).
 //   When count does not divide by L the buffer is padded to L S elements in a scratch copy
 //   (one extra copy in and out; padding values are reduced and dropped). count 0 returns at
 //   once; count < L leaves some shards of padding only.
 //   avg: stages 1-2 sum; each rank divides its shard by n before stage 3.
 //
-// Synchronisations: stages 1 and 3 as shm's (1 per workspace piece; 2 in all when every
-// buffer lies in the arena), stage 2 one message each way per chunk (N = 2) or the ring's
-// 2 (N-1) steps; no barrier.
+// Synchronisations: stages 1 and 3 as shm's (1 per workspace piece; 2 per piece of the
+// pipeline when every buffer lies in the arena), stage 2 one message each way per chunk
+// (N = 2) or the ring's 2 (N-1) steps; no barrier.
 //
 // Reduction order and rounding: element i of shard r is reduced on each node by shm in local
 // rank order, s_k = ((x_{k,0} op x_{k,1}) op ...) op x_{k,L-1} for node k; then across nodes
@@ -51,7 +56,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
+#include <vector>
 #include <cstring>
 #include <memory>
 
@@ -64,60 +69,131 @@
 namespace mpitrain::detail {
 namespace {
 
-// Inter-node chunk and pipeline depth at 2 nodes: 256 KiB is ~1 ms at 2 Gbit/s, long enough
-// for the per-message overhead to vanish, short enough that the first combine starts early.
-constexpr std::size_t kChunkBytes = std::size_t{256} << 10;
-constexpr std::size_t kInFlight = 4;
+// Inter-node chunk and pipeline depth at 2 nodes. A chunk is one message of 63 KiB: below
+// the 64 KiB eager limit of Open MPI's TCP transport (btl_tcp_eager_limit, header included),
+// so a posted send goes into the kernel's socket buffer at once, with no handshake that would
+// wait for the next MPI call, and the link keeps sending while the rank works in shared
+// memory. kInFlight chunks (2 MiB, ~8 ms of a 2 Gbit/s link) stay outstanding each way per
+// rank, so the link never waits for a combine either. Measured at 2 x 2 ranks, 2 Gbit/s, 64
+// MiB: 283-292 ms, against 298-323 ms with 256 KiB chunks (handshaken), 8 outstanding.
+constexpr std::size_t kChunkBytes = 63 * std::size_t{1024};
+constexpr std::size_t kInFlight = 32;
+// Pieces of the buffer that go through the three stages one after another (a piece's
+// shared-memory stages run while the previous piece crosses the link): 4 MiB is ~17 ms of
+// a 2 Gbit/s link for the node, while its reduce-scatter and allgather take 1-2 ms. Pieces
+// of 1 or 2 MiB measured slower (more synchronisations among ranks that share cores).
+constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
 
 std::byte* bytes(void* p) noexcept { return static_cast<std::byte*>(p); }
+const std::byte* bytes(const void* p) noexcept { return static_cast<const std::byte*>(p); }
 
-// Allreduces `count` elements of `shard` in place over ctx.cross with `op` (avg as sum).
-// Two nodes: each rank sends its whole shard to its peer in chunks (kInFlight outstanding
-// each way, so both directions of the link stay busy) and combines each received chunk into
-// its own: peer op mine, the same two values on both sides. More nodes: the ring.
-void cross_allreduce(const CommContext& ctx, void* shard, std::size_t count, DType type,
-                     ReduceOp op) {
-  const ReduceOp combine = op == ReduceOp::avg ? ReduceOp::sum : op;
-  if (ctx.cross_size > 2) {
-    ring_allreduce(ctx.cross, ctx.cross_rank, ctx.cross_size, shard, shard, count, type,
-                   combine, kRingSegmentBytes, ctx.timeout);
-    return;
+// The exchange of shards between the two ranks of a cross pair (2 nodes): chunks of the
+// shards added so far are sent to the peer and received from it, kInFlight outstanding each
+// way, and each received chunk is combined into this rank's own, peer op mine (the same two
+// values on both sides). Chunks complete in the order they were added.
+class PeerExchange {
+ public:
+  // total_count: the elements of all the shards to come (sizes the receive slots).
+  PeerExchange(const CommContext& ctx, DType type, ReduceOp combine, std::size_t total_count)
+      : ctx_(ctx),
+        type_(type),
+        combine_(combine),
+        esize_(dtype_bytes(type)),
+        chunk_(std::max<std::size_t>(1, std::min(kChunkBytes / esize_, ctx.max_call))),
+        slots_(std::max<std::size_t>(1, std::min(kInFlight, (total_count + chunk_ - 1) / chunk_))),
+        incoming_(std::make_unique_for_overwrite<std::byte[]>(slots_ * chunk_ * esize_)),
+        reqs_(2 * slots_, MPI_REQUEST_NULL) {}
+
+  PeerExchange(const PeerExchange&) = delete;
+  PeerExchange& operator=(const PeerExchange&) = delete;
+
+  // A throw left receives posted into incoming_ (the communicator is unusable then): the
+  // buffer is left to them rather than freed under them.
+  ~PeerExchange() {
+    if (done_ < posted_) static_cast<void>(incoming_.release());
   }
-  const int peer = 1 - ctx.cross_rank;
-  const std::size_t esize = dtype_bytes(type);
-  const std::size_t chunk =
-      std::max<std::size_t>(1, std::min(kChunkBytes / esize, ctx.max_call));
-  const std::size_t chunks = (count + chunk - 1) / chunk;
-  const std::size_t slots = std::min(kInFlight, chunks);
-  auto incoming = std::make_unique_for_overwrite<std::byte[]>(slots * chunk * esize);
-  // reqs[2 s]: the receive into slot s, reqs[2 s + 1]: the send of the same chunk.
-  std::array<MPI_Request, 2 * kInFlight> reqs;
-  reqs.fill(MPI_REQUEST_NULL);
-  constexpr int kTag = 0;
-  std::size_t posted = 0;
-  for (std::size_t done = 0; done < chunks; ++done) {
-    while (posted < chunks && posted - done < slots) {
-      const std::size_t off = posted * chunk;
-      const int len = static_cast<int>(std::min(chunk, count - off));
-      const std::size_t s = posted % slots;
-      ctx.check(MPI_Irecv(incoming.get() + s * chunk * esize, len, CommContext::mpi_type(type),
-                          peer, kTag, ctx.cross, &reqs[2 * s]),
-                "MPI_Irecv (hierarchical, across nodes)", static_cast<std::size_t>(len));
-      ctx.check(MPI_Isend(bytes(shard) + off * esize, len, CommContext::mpi_type(type), peer,
-                          kTag, ctx.cross, &reqs[2 * s + 1]),
-                "MPI_Isend (hierarchical, across nodes)", static_cast<std::size_t>(len));
-      ++posted;
+
+  // Returns the number of chunks added so far, after queueing `count` elements of `shard`
+  // (exchanged and combined in place; it must stay alive until they complete).
+  std::size_t add(std::byte* shard, std::size_t count) {
+    for (std::size_t off = 0; off < count; off += chunk_) {
+      chunks_.push_back({shard + off * esize_, std::min(chunk_, count - off)});
     }
-    const std::size_t off = done * chunk;
-    const std::size_t len = std::min(chunk, count - off);
-    const std::size_t s = done % slots;
-    // The send must be done too: the combine overwrites the chunk it reads.
-    ctx.check(wait_requests(&reqs[2 * s], 2, ctx.timeout),
-              "MPI_Waitall (hierarchical, across nodes)", len);
-    reduce_inplace(bytes(shard) + off * esize, incoming.get() + s * chunk * esize, len, type,
-                   combine);
+    post_more();
+    return chunks_.size();
   }
-}
+
+  // Combines the chunks that have arrived, oldest first, and posts more; never blocks (its
+  // MPI_Testall also moves Open MPI's transfers on between shared-memory stages).
+  void progress() {
+    while (done_ < posted_) {
+      int finished = 0;
+      ctx_.check(MPI_Testall(2, &reqs_[slot(done_)], &finished, MPI_STATUSES_IGNORE),
+                 "MPI_Testall (hierarchical, across nodes)", chunks_[done_].count);
+      if (!finished) return;
+      complete_oldest();
+    }
+  }
+
+  // Blocks until the first `end` chunks added are combined.
+  void finish_through(std::size_t end) {
+    while (done_ < end) {
+      ctx_.check(wait_requests(&reqs_[slot(done_)], 2, ctx_.timeout),
+                 "MPI_Waitall (hierarchical, across nodes)", chunks_[done_].count);
+      complete_oldest();
+    }
+  }
+
+ private:
+  struct Chunk {
+    std::byte* data;
+    std::size_t count;
+  };
+
+  // Returns the index in reqs_ of chunk i's receive (its send follows).
+  std::size_t slot(std::size_t i) const noexcept { return 2 * (i % slots_); }
+  std::byte* incoming(std::size_t i) const noexcept {
+    return incoming_.get() + (i % slots_) * chunk_ * esize_;
+  }
+
+  void post_more() {
+    constexpr int kTag = 0;
+    while (posted_ < chunks_.size() && posted_ - done_ < slots_) {
+      const Chunk& c = chunks_[posted_];
+      const int len = static_cast<int>(c.count);
+      const std::size_t s = slot(posted_);
+      ctx_.check(MPI_Irecv(incoming(posted_), len, CommContext::mpi_type(type_), peer(), kTag,
+                           ctx_.cross, &reqs_[s]),
+                 "MPI_Irecv (hierarchical, across nodes)", c.count);
+      ctx_.check(MPI_Isend(c.data, len, CommContext::mpi_type(type_), peer(), kTag, ctx_.cross,
+                           &reqs_[s + 1]),
+                 "MPI_Isend (hierarchical, across nodes)", c.count);
+      ++posted_;
+    }
+  }
+
+  // The oldest chunk's send and receive are done (the combine overwrites what it sent).
+  void complete_oldest() {
+    const Chunk& c = chunks_[done_];
+    reduce_inplace(c.data, incoming(done_), c.count, type_, combine_);
+    ++done_;
+    post_more();
+  }
+
+  int peer() const noexcept { return 1 - ctx_.cross_rank; }
+
+  const CommContext& ctx_;
+  DType type_;
+  ReduceOp combine_;
+  std::size_t esize_;
+  std::size_t chunk_;
+  std::size_t slots_;
+  std::unique_ptr<std::byte[]> incoming_;
+  std::vector<MPI_Request> reqs_;
+  std::vector<Chunk> chunks_;
+  std::size_t posted_ = 0;
+  std::size_t done_ = 0;
+};
 
 }  // namespace
 
@@ -162,23 +238,64 @@ void HierarchicalAlgorithm::run(const CommContext& ctx, const CollectiveArgs& ar
     send = padded_buf.get();
     gathered = padded_buf.get();
   }
-  // Out of place and unpadded, this rank's shard is its own block of recv, where the
-  // allgather in place expects it: no allocation (whose fresh pages fault in as the shard is
-  // written: 32 MiB at 64 MiB x 2 ranks) and no copy of the rank's own block in stage 3.
-  std::unique_ptr<std::byte[]> own_shard;
-  std::byte* shard = nullptr;
-  if (padded == args.count && args.send != args.recv) {
-    shard = static_cast<std::byte*>(args.recv) +
-            static_cast<std::size_t>(seg.rank()) * shard_count * esize;
-  } else {
-    own_shard = std::make_unique_for_overwrite<std::byte[]>(shard_count * esize);
-    shard = own_shard.get();
+  // The buffer goes through the stages in pieces of `piece` elements (a multiple of the
+  // local size: every piece splits into equal blocks); one piece beyond 2 nodes, where the
+  // ring's own segments pipeline the exchange.
+  const std::size_t piece =
+      ctx.cross_size > 2 ? padded
+                         : std::max(local, kPieceBytes / esize / local * local);
+  const std::size_t pieces = (padded + piece - 1) / piece;
+  const auto piece_first = [&](std::size_t k) { return k * piece; };
+  const auto block_count = [&](std::size_t k) {
+    return std::min(piece, padded - piece_first(k)) / local;
+  };
+  // Out of place and unpadded, this rank's shard of a piece is its own block of the piece in
+  // recv, where the allgather in place expects it: no allocation (whose fresh pages fault in
+  // as the shards are written: 32 MiB at 64 MiB x 2 ranks) and no copy of the rank's own
+  // block in stage 3. Otherwise the shards of all the pieces, one after another, in
+  // own_shards (shard_count elements).
+  std::unique_ptr<std::byte[]> own_shards;
+  if (padded != args.count || args.send == args.recv) {
+    own_shards = std::make_unique_for_overwrite<std::byte[]>(shard_count * esize);
   }
+  const auto shard = [&](std::size_t k) {
+    if (own_shards) return own_shards.get() + piece_first(k) / local * esize;
+    return bytes(gathered) + (piece_first(k) + static_cast<std::size_t>(seg.rank()) * block_count(k)) * esize;
+  };
+  const auto reduce_scatter = [&](std::size_t k) {
+    shm_reduce_scatter(seg, bytes(send) + piece_first(k) * esize, shard(k), block_count(k),
+                       args.type, combine);
+  };
+  const auto allgather = [&](std::size_t k) {
+    if (args.reduce == ReduceOp::avg) divide_inplace(shard(k), block_count(k), args.type, ctx.size);
+    shm_allgather(seg, shard(k), bytes(gathered) + piece_first(k) * esize, block_count(k),
+                  args.type);
+  };
 
-  shm_reduce_scatter(seg, send, shard, shard_count, args.type, combine);
-  cross_allreduce(ctx, shard, shard_count, args.type, combine);
-  if (args.reduce == ReduceOp::avg) divide_inplace(shard, shard_count, args.type, ctx.size);
-  shm_allgather(seg, shard, gathered, shard_count, args.type);
+  if (ctx.cross_size > 2) {
+    reduce_scatter(0);
+    ring_allreduce(ctx.cross, ctx.cross_rank, ctx.cross_size, shard(0), shard(0), shard_count,
+                   args.type, combine, kRingSegmentBytes, ctx.timeout);
+    allgather(0);
+  } else {
+    // Piece k's reduce-scatter and piece k - 1's allgather run while the link carries the
+    // chunks of pieces k - 1 and k; the order of the shared-memory stages is the same on
+    // every rank of the node: RS 0, RS 1, AG 0, RS 2, AG 1, ..., AG pieces - 1.
+    PeerExchange exchange(ctx, args.type, combine, shard_count);
+    std::vector<std::size_t> added(pieces);
+    for (std::size_t k = 0; k <= pieces; ++k) {
+      if (k < pieces) {
+        reduce_scatter(k);
+        added[k] = exchange.add(shard(k), block_count(k));
+        exchange.progress();
+      }
+      if (k > 0) {
+        exchange.finish_through(added[k - 1]);
+        allgather(k - 1);
+        exchange.progress();
+      }
+    }
+  }
   if (gathered != args.recv) std::memcpy(args.recv, gathered, args.count * esize);
 }
 

@@ -1,7 +1,7 @@
 // The "hierarchical" allreduce (shm reduce-scatter in the node, allreduce across nodes, shm
 // allgather): across nodes (2 nodes x 2 ranks; 3 x 2, where the ring runs between nodes)
 // every type and op against the closed forms at counts 0, 1, fewer than the ranks, odd, and
-// spanning several inter-node chunks, in place and out of place, bitwise identical on every
+// spanning several inter-node chunks and several pipelined pieces, in place and out of place, bitwise identical on every
 // rank; fp32 data on a 16-bit wire. Elsewhere (one node, one rank per node) it must decline
 // with its reason.
 
@@ -58,15 +58,28 @@ TEST_F(HierarchicalTest, EveryTypeAndOpAcrossNodes) {
 
 TEST_F(HierarchicalTest, SeveralChunksAcrossNodes) {
   if (!runs()) GTEST_SKIP() << "layout where hierarchical declines (see DeclinesWithReason)";
-  // 300001 f32: shards of 150001 elements, 3 chunks of 256 KiB between the nodes (the last
-  // short), with a padded last shard.
+  // 300001 f32: at 2 x 2, shards of 150001 elements, 10 chunks of 63 KiB between the nodes
+  // (the last short), with a padded last shard.
   check(DType::f32, ReduceOp::sum, 300001);
   check(DType::bf16, ReduceOp::avg, 300001);
-  // A per-call limit of 7 elements: 1001 elements go as shards of 501, 72 chunks, kept 4 deep.
+  // A per-call limit of 7 elements: 1001 elements go as shards of 501, 72 chunks, kept 32
+  // deep.
   comm_.set_max_call_count(7);
   for (DType t : kAllTypes) {
     for (ReduceOp op : kAllOps) check(t, op, 1001);
   }
+}
+
+TEST_F(HierarchicalTest, SeveralPipelinedPiecesAcrossNodes) {
+  if (!runs()) GTEST_SKIP() << "layout where hierarchical declines (see DeclinesWithReason)";
+  // Pieces of 4 MiB go through the three stages one after another at 2 nodes: 2621442 f32
+  // (10 MiB, divisible by the local size: out of place, each shard is the rank's own block
+  // of its piece in recv) are pieces of 4, 4 and 2 MiB; 2500003 f32 (not divisible: padded)
+  // and 4200001 bf16 (8 MiB + 2 bytes: a last piece of 2 elements) end in short pieces.
+  // Out of place and in place (check_allreduce runs both).
+  check(DType::f32, ReduceOp::sum, 2621442);
+  check(DType::f32, ReduceOp::max, 2500003);
+  check(DType::bf16, ReduceOp::avg, 4200001);
 }
 
 TEST_F(HierarchicalTest, Fp32DataOnA16BitWire) {
