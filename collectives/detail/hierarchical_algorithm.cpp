@@ -195,15 +195,37 @@ class PeerExchange {
   std::size_t done_ = 0;
 };
 
+// Allreduces args at 2 nodes of one rank each: no shared-memory stage, the two ranks exchange
+// the whole buffer in PeerExchange's chunks and each combines the peer's into its own (out
+// of place, after copying send into recv piece by piece as the exchange goes on).
+void run_pair(const CommContext& ctx, const CollectiveArgs& args) {
+  const std::size_t esize = dtype_bytes(args.type);
+  const ReduceOp combine = args.reduce == ReduceOp::avg ? ReduceOp::sum : args.reduce;
+  const std::size_t piece = kPieceBytes / esize;
+  std::byte* data = bytes(args.recv);
+  PeerExchange exchange(ctx, args.type, combine, args.count);
+  std::size_t added = 0;
+  for (std::size_t first = 0; first < args.count; first += piece) {
+    const std::size_t count = std::min(piece, args.count - first);
+    if (args.send != args.recv) {
+      std::memcpy(data + first * esize, bytes(args.send) + first * esize, count * esize);
+    }
+    added = exchange.add(data + first * esize, count);
+    exchange.progress();
+  }
+  exchange.finish_through(added);
+  if (args.reduce == ReduceOp::avg) divide_inplace(data, args.count, args.type, ctx.size);
+}
+
 }  // namespace
 
 std::string HierarchicalAlgorithm::why_not(const CollectiveArgs&, const CommContext& ctx) const {
   if (ctx.node_count <= 1) {
     return "the ranks are on one node (hierarchical combines nodes; shm is the one-node path)";
   }
-  if (ctx.local_size == 1) {
-    return "each node holds one rank (nothing to combine in shared memory: the flat algorithms "
-           "are the same exchange without the copies)";
+  if (ctx.local_size == 1 && ctx.node_count > 2) {
+    return "each node holds one rank and there are more than 2 nodes (nothing to combine in "
+           "shared memory: the ring is the same exchange without the copies)";
   }
   if (!ctx.uniform_nodes || ctx.cross == MPI_COMM_NULL) {
     return fmt::format("the {} nodes hold different numbers of ranks", ctx.node_count);
@@ -220,6 +242,7 @@ std::string HierarchicalAlgorithm::why_not_nonblocking(const CollectiveArgs&) co
 void HierarchicalAlgorithm::run(const CommContext& ctx, const CollectiveArgs& args) const {
   if (args.count == 0) return;
   if (args.has_wire()) return run_wire_by_conversion(ctx, args);
+  if (ctx.local_size == 1) return run_pair(ctx, args);
   ShmSegment& seg = *ctx.shm;
   const std::size_t local = static_cast<std::size_t>(ctx.local_size);
   const std::size_t esize = dtype_bytes(args.type);

@@ -68,18 +68,31 @@ TEST(AlgorithmSelection, BuiltinTable) {
     q.nodes = 2;
     return q;
   };
-  // Across nodes (shm declines there): MPI for native types, the ring for 16-bit ones from
-  // 16 KiB (2 KiB for averages) times size() - 1, MPI for bf16 from 2 MiB at 2 ranks.
+  // Across nodes (shm declines there): at 2 nodes of 1 rank, hierarchical (its pairwise
+  // exchange) from 2 MiB for every type and op; below, and for a 16-bit wire, MPI for native
+  // types, the ring for 16-bit ones from 16 KiB (2 KiB for averages) times size() - 1.
   const auto choose = [&](SelectionQuery q) { return sel.choose(across(q), any_algorithm); };
-  EXPECT_EQ(choose(query(DType::f32, ReduceOp::sum, 64u << 20, 2)), "mpi");
+  EXPECT_EQ(choose(query(DType::f32, ReduceOp::sum, 64u << 20, 2)), "hierarchical");
+  EXPECT_EQ(choose(query(DType::f32, ReduceOp::sum, 2u << 20, 2)), "hierarchical");
+  EXPECT_EQ(choose(query(DType::f32, ReduceOp::sum, (2u << 20) - 4, 2)), "mpi");
+  EXPECT_EQ(choose(query(DType::f64, ReduceOp::max, 4u << 20, 2)), "hierarchical");
   EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 16u << 10, 2)), "ring");
-  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2)), "mpi");
-  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::max, 64u << 20, 2)), "mpi");
-  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, (8u << 20) - 2, 2)), "mpi");
-  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 8u << 20, 2)), "mpi");
-  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::avg, 64u << 20, 2)), "ring");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 4u << 20, 2)), "hierarchical");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::max, 64u << 20, 2)), "hierarchical");
+  EXPECT_EQ(choose(query(DType::bf16, ReduceOp::avg, 64u << 20, 2)), "hierarchical");
+  EXPECT_EQ(choose(query(DType::f16, ReduceOp::sum, 8u << 20, 2)), "hierarchical");
   EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 64u << 20, 2, true)), "ring");
   EXPECT_EQ(choose(query(DType::bf16, ReduceOp::sum, 64u << 20, 3)), "ring");
+  // Where hierarchical cannot run (the nonblocking form): MPI for bf16 sums, maxima and
+  // minima from 2 MiB at 2 ranks (measured across 2 nodes from 8 MiB), MPI for f32.
+  const auto no_hier = [](std::string_view name) { return name != "hierarchical"; };
+  EXPECT_EQ(sel.choose(across(query(DType::f32, ReduceOp::sum, 64u << 20, 2)), no_hier), "mpi");
+  EXPECT_EQ(sel.choose(across(query(DType::bf16, ReduceOp::sum, 4u << 20, 2)), no_hier), "mpi");
+  EXPECT_EQ(sel.choose(across(query(DType::bf16, ReduceOp::max, 64u << 20, 2)), no_hier), "mpi");
+  EXPECT_EQ(sel.choose(across(query(DType::bf16, ReduceOp::sum, (8u << 20) - 2, 2)), no_hier),
+            "mpi");
+  EXPECT_EQ(sel.choose(across(query(DType::bf16, ReduceOp::sum, 8u << 20, 2)), no_hier), "mpi");
+  EXPECT_EQ(sel.choose(across(query(DType::bf16, ReduceOp::avg, 64u << 20, 2)), no_hier), "ring");
   // On one node without shm, the ring above the band (measured there).
   const auto no_shm_one_node = [](std::string_view name) { return name != "shm"; };
   EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 64u << 20, 2), no_shm_one_node), "ring");
@@ -90,7 +103,7 @@ TEST(AlgorithmSelection, BuiltinTable) {
   EXPECT_EQ(sel.choose(query(DType::bf16, ReduceOp::sum, 1u << 30, 1), any_algorithm), "mpi");
   // 2 nodes x 2 ranks: hierarchical for the native types in [8 KiB, 64 KiB) and from 256 KiB,
   // MPI between, and for bf16 from 256 KiB; f16 and wires
-  // keep the rules above; not at one rank per node.
+  // keep the rules above; at one rank per node below 2 MiB, MPI.
   const auto two_by_two = [](SelectionQuery q) {
     q.nodes = 2;
     q.local_ranks = 2;
@@ -109,7 +122,7 @@ TEST(AlgorithmSelection, BuiltinTable) {
   EXPECT_EQ(choose22(query(DType::bf16, ReduceOp::sum, (256u << 10) - 2, 4)), "ring");
   EXPECT_EQ(choose22(query(DType::f16, ReduceOp::sum, 4u << 20, 4)), "ring");
   EXPECT_EQ(choose22(query(DType::bf16, ReduceOp::sum, 4u << 20, 4, true)), "ring");
-  EXPECT_EQ(choose(query(DType::f32, ReduceOp::sum, 64u << 20, 2)), "mpi");  // 1 rank per node
+  EXPECT_EQ(choose(query(DType::f32, ReduceOp::sum, 1u << 20, 2)), "mpi");  // 1 rank per node
   const auto no_hierarchical = [](std::string_view name) { return name != "hierarchical"; };
   EXPECT_EQ(sel.choose(two_by_two(query(DType::f32, ReduceOp::sum, 1u << 20, 4)), no_hierarchical),
             "mpi");
