@@ -1,6 +1,12 @@
 // HierarchicalAlgorithm: shm reduce-scatter in the node, allreduce of the shard across
 // nodes, shm allgather in the node; at 2 nodes, the three stages pipelined over pieces.
 //
+// 2 nodes of 1 rank (L = 1): no shared-memory stage; out of place recv is copied from send
+// piece by piece, and the two ranks exchange the whole buffer in PeerExchange's chunks,
+// combining each on arrival: B sent and B received per rank, one message latency, then the
+// link's rate (a ring at 2 ranks moves the same bytes in two phases, the second waiting for
+// the first).
+//
 // Cost for N nodes of L ranks (n = N L), B bytes as sent, S = ceil(count / L) elements per
 // shard (B_s = S * element size, about B / L):
 //   stage 1  shm_reduce_scatter on the node's segment: per rank copies (L-1) B_s in (none

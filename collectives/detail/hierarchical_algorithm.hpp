@@ -6,8 +6,13 @@
 // rank's link carries traffic at once. fp32 data on a 16-bit wire is rounded to the wire type
 // first (Algorithm::run_wire_by_conversion): the inter-node bytes are 16-bit, summed in fp32.
 //
-// It declines on one node (shm is the path there), with one rank per node (the flat algorithms
-// are then the same exchange), when the nodes hold different numbers of ranks, and for the nonblocking form (its shared-memory stages advance only inside the call).
+// At 2 nodes of one rank each there is nothing to share in a node: the two ranks exchange their
+// whole buffers and combine them as the chunks arrive (a pairwise exchange that keeps the
+// link busier than Open MPI's allreduce there).
+//
+// It declines on one node (shm is the path there), with one rank per node on more than 2 nodes
+// (the ring is then the same exchange), when the nodes hold different numbers of ranks, and for
+// the nonblocking form (its shared-memory stages advance only inside the call).
 // Cost, reduction order and rounding: hierarchical_algorithm.cpp.
 
 #include "mpitrain/collectives/detail/algorithm.hpp"
