@@ -223,6 +223,67 @@ void run_pair(const CommContext& ctx, const CollectiveArgs& args) {
   if (args.reduce == ReduceOp::avg) divide_inplace(data, args.count, args.type, ctx.size);
 }
 
+// One call's buffers and the pieces they go through the stages in: piece k is elements
+// [first(k), first(k) + local * block_count(k)) of send and gathered, one block per local
+// rank; this rank's shard of it (block_count(k) elements) is shard(k).
+struct Pieces {
+  ShmSegment& seg;
+  const CommContext& ctx;
+  const CollectiveArgs& args;
+  ReduceOp combine;        // avg sums; allgather() divides
+  const std::byte* send;   // args.send or its padded copy
+  std::byte* gathered;     // args.recv or the padded copy
+  std::byte* own_shards;   // null: the shards lie in gathered, each in its own block
+  std::size_t local;       // ranks per node
+  std::size_t esize;       // bytes per element
+  std::size_t padded;      // elements of send and gathered, a multiple of local
+  std::size_t piece;       // elements per piece (the last may be shorter), a multiple of local
+
+  std::size_t count() const noexcept { return (padded + piece - 1) / piece; }
+  std::size_t first(std::size_t k) const noexcept { return k * piece; }
+  std::size_t block_count(std::size_t k) const noexcept {
+    return std::min(piece, padded - first(k)) / local;
+  }
+  std::byte* shard(std::size_t k) const noexcept {
+    if (own_shards != nullptr) return own_shards + first(k) / local * esize;
+    return gathered + (first(k) + static_cast<std::size_t>(seg.rank()) * block_count(k)) * esize;
+  }
+  // Stage 1 of piece k: its blocks reduced over the node, this rank's into shard(k).
+  void reduce_scatter(std::size_t k) const {
+    shm_reduce_scatter(seg, send + first(k) * esize, shard(k), block_count(k), args.type,
+                       combine);
+  }
+  // Stage 3 of piece k (after stage 2 completed shard(k)): the node's shards into gathered.
+  void allgather(std::size_t k) const {
+    if (args.reduce == ReduceOp::avg) {
+      divide_inplace(shard(k), block_count(k), args.type, ctx.size);
+    }
+    shm_allgather(seg, shard(k), gathered + first(k) * esize, block_count(k), args.type);
+  }
+};
+
+// Runs every piece through the three stages at 2 nodes, pipelined: piece k's reduce-scatter
+// and piece k - 1's allgather run while the link carries the chunks of pieces k - 1 and k.
+// The shared-memory stages go in the same order on every rank of the node: RS 0, RS 1, AG 0,
+// RS 2, AG 1, ..., AG last.
+void run_pipelined(const Pieces& p) {
+  const std::size_t n = p.count();
+  PeerExchange exchange(p.ctx, p.args.type, p.combine, p.padded / p.local);
+  std::vector<std::size_t> added(n);
+  for (std::size_t k = 0; k <= n; ++k) {
+    if (k < n) {
+      p.reduce_scatter(k);
+      added[k] = exchange.add(p.shard(k), p.block_count(k));
+      exchange.progress();
+    }
+    if (k > 0) {
+      exchange.finish_through(added[k - 1]);
+      p.allgather(k - 1);
+      exchange.progress();
+    }
+  }
+}
+
 }  // namespace
 
 std::string HierarchicalAlgorithm::why_not(const CollectiveArgs&, const CommContext& ctx) const {
@@ -249,12 +310,10 @@ void HierarchicalAlgorithm::run(const CommContext& ctx, const CollectiveArgs& ar
   if (args.count == 0) return;
   if (args.has_wire()) return run_wire_by_conversion(ctx, args);
   if (ctx.local_size == 1) return run_pair(ctx, args);
-  ShmSegment& seg = *ctx.shm;
   const std::size_t local = static_cast<std::size_t>(ctx.local_size);
   const std::size_t esize = dtype_bytes(args.type);
   const std::size_t shard_count = (args.count + local - 1) / local;
   const std::size_t padded = shard_count * local;
-  const ReduceOp combine = args.reduce == ReduceOp::avg ? ReduceOp::sum : args.reduce;
 
   // Padded copy when count does not divide by the local size: every shard then has
   // shard_count elements (shm_reduce_scatter and shm_allgather take equal blocks).
@@ -267,17 +326,6 @@ void HierarchicalAlgorithm::run(const CommContext& ctx, const CollectiveArgs& ar
     send = padded_buf.get();
     gathered = padded_buf.get();
   }
-  // The buffer goes through the stages in pieces of `piece` elements (a multiple of the
-  // local size: every piece splits into equal blocks); one piece beyond 2 nodes, where the
-  // ring's own segments pipeline the exchange.
-  const std::size_t piece =
-      ctx.cross_size > 2 ? padded
-                         : std::max(local, kPieceBytes / esize / local * local);
-  const std::size_t pieces = (padded + piece - 1) / piece;
-  const auto piece_first = [&](std::size_t k) { return k * piece; };
-  const auto block_count = [&](std::size_t k) {
-    return std::min(piece, padded - piece_first(k)) / local;
-  };
   // Out of place and unpadded, this rank's shard of a piece is its own block of the piece in
   // recv, where the allgather in place expects it: no allocation (whose fresh pages fault in
   // as the shards are written: 32 MiB at 64 MiB x 2 ranks) and no copy of the rank's own
@@ -287,43 +335,20 @@ void HierarchicalAlgorithm::run(const CommContext& ctx, const CollectiveArgs& ar
   if (padded != args.count || args.send == args.recv) {
     own_shards = std::make_unique_for_overwrite<std::byte[]>(shard_count * esize);
   }
-  const auto shard = [&](std::size_t k) {
-    if (own_shards) return own_shards.get() + piece_first(k) / local * esize;
-    return bytes(gathered) + (piece_first(k) + static_cast<std::size_t>(seg.rank()) * block_count(k)) * esize;
-  };
-  const auto reduce_scatter = [&](std::size_t k) {
-    shm_reduce_scatter(seg, bytes(send) + piece_first(k) * esize, shard(k), block_count(k),
-                       args.type, combine);
-  };
-  const auto allgather = [&](std::size_t k) {
-    if (args.reduce == ReduceOp::avg) divide_inplace(shard(k), block_count(k), args.type, ctx.size);
-    shm_allgather(seg, shard(k), bytes(gathered) + piece_first(k) * esize, block_count(k),
-                  args.type);
-  };
-
+  // Pieces of kPieceBytes (a multiple of the local size) at 2 nodes; one piece beyond, where
+  // the ring's own segments pipeline the exchange.
+  const Pieces pieces{*ctx.shm, ctx, args,
+                      args.reduce == ReduceOp::avg ? ReduceOp::sum : args.reduce,
+                      bytes(send), bytes(gathered), own_shards.get(), local, esize, padded,
+                      ctx.cross_size > 2 ? padded
+                                         : std::max(local, kPieceBytes / esize / local * local)};
   if (ctx.cross_size > 2) {
-    reduce_scatter(0);
-    ring_allreduce(ctx.cross, ctx.cross_rank, ctx.cross_size, shard(0), shard(0), shard_count,
-                   args.type, combine, kRingSegmentBytes, ctx.timeout);
-    allgather(0);
+    pieces.reduce_scatter(0);
+    ring_allreduce(ctx.cross, ctx.cross_rank, ctx.cross_size, pieces.shard(0), pieces.shard(0),
+                   shard_count, args.type, pieces.combine, kRingSegmentBytes, ctx.timeout);
+    pieces.allgather(0);
   } else {
-    // Piece k's reduce-scatter and piece k - 1's allgather run while the link carries the
-    // chunks of pieces k - 1 and k; the order of the shared-memory stages is the same on
-    // every rank of the node: RS 0, RS 1, AG 0, RS 2, AG 1, ..., AG pieces - 1.
-    PeerExchange exchange(ctx, args.type, combine, shard_count);
-    std::vector<std::size_t> added(pieces);
-    for (std::size_t k = 0; k <= pieces; ++k) {
-      if (k < pieces) {
-        reduce_scatter(k);
-        added[k] = exchange.add(shard(k), block_count(k));
-        exchange.progress();
-      }
-      if (k > 0) {
-        exchange.finish_through(added[k - 1]);
-        allgather(k - 1);
-        exchange.progress();
-      }
-    }
+    run_pipelined(pieces);
   }
   if (gathered != args.recv) std::memcpy(args.recv, gathered, args.count * esize);
 }
