@@ -56,7 +56,7 @@
 // pass). Below, 0.80-1.10x: MPI and the rules below.
 // Ranks across nodes (shm declines; measured on one node unless said otherwise):
 //   - f32, f64, i32, i64, u8 at one rank per node: MPI_Allreduce on the caller's buffers (no
-//     rule: the fallback).
+//     rule: the fallback), except at 2 nodes from 2 MiB (hierarchical, above).
 //   - bf16, f16: MPI has no such types. MPI_Allreduce with our user ops (fp32 combine, one
 //     rounding per combine) has the lower latency for small buffers; the ring, moving the
 //     same 16-bit data with AVX2/F16C combines fused into the receive, is faster for larger

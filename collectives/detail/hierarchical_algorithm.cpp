@@ -28,7 +28,8 @@
 //   blocks, one shard per rank): stage 1 of piece k and stage 3 of piece k - 1 run while
 //   the link carries pieces k - 1 and k, so the time is about the link's time for B plus one
 //   piece's stages 1 and 3, where unpipelined it was the sum of the three stages (at 2 x 2,
-//   2 Gbit/s, 64 MiB: 283-292 ms against 298-338 ms, the link's time being ~281 ms).
+//   2 Gbit/s, 64 MiB, interleaved runs: 300-318 ms against 323-329 ms unpipelined; 283-288
+//   ms alone; the link's time for the call's bytes ~281 ms).
 //   When count does not divide by L the buffer is padded to L S elements in a scratch copy
 //   (one extra copy in and out; padding values are reduced and dropped). count 0 returns at
 //   once; count < L leaves some shards of padding only.
@@ -81,7 +82,8 @@ namespace {
 // wait for the next MPI call, and the link keeps sending while the rank works in shared
 // memory. kInFlight chunks (2 MiB, ~8 ms of a 2 Gbit/s link) stay outstanding each way per
 // rank, so the link never waits for a combine either. Measured at 2 x 2 ranks, 2 Gbit/s, 64
-// MiB: 283-292 ms, against 298-323 ms with 256 KiB chunks (handshaken), 8 outstanding.
+// MiB, both pipelined: 283-292 ms, against 298-323 ms with 256 KiB chunks (handshaken), 8
+// outstanding.
 constexpr std::size_t kChunkBytes = 63 * std::size_t{1024};
 constexpr std::size_t kInFlight = 32;
 // Pieces of the buffer that go through the three stages one after another (a piece's
@@ -113,11 +115,18 @@ class PeerExchange {
   PeerExchange(const PeerExchange&) = delete;
   PeerExchange& operator=(const PeerExchange&) = delete;
 
-  // A throw left receives posted into incoming_ (the communicator is unusable then): the
-  // buffer is left to them rather than freed under them.
+  // A throw left receives posted into incoming_ and sends reading the shards (the
+  // communicator is unusable then): those buffers, and the scratch buffers registered with
+  // keep_if_pending, are left to them rather than freed under them.
   ~PeerExchange() {
-    if (done_ < posted_) static_cast<void>(incoming_.release());
+    if (done_ == posted_) return;
+    static_cast<void>(incoming_.release());
+    for (std::unique_ptr<std::byte[]>* owner : scratch_) static_cast<void>(owner->release());
   }
+
+  // Registers a scratch buffer that shards lie in (it must outlive this object): released,
+  // not freed, if this object goes away with transfers pending.
+  void keep_if_pending(std::unique_ptr<std::byte[]>& owner) { scratch_.push_back(&owner); }
 
   // Returns the number of chunks added so far, after queueing `count` elements of `shard`
   // (exchanged and combined in place; it must stay alive until they complete).
@@ -171,10 +180,10 @@ class PeerExchange {
       ctx_.check(MPI_Irecv(incoming(posted_), len, CommContext::mpi_type(type_), peer(), kTag,
                            ctx_.cross, &reqs_[s]),
                  "MPI_Irecv (hierarchical, across nodes)", c.count);
+      ++posted_;  // the receive is live from here: should the send fail, incoming_ stays
       ctx_.check(MPI_Isend(c.data, len, CommContext::mpi_type(type_), peer(), kTag, ctx_.cross,
                            &reqs_[s + 1]),
                  "MPI_Isend (hierarchical, across nodes)", c.count);
-      ++posted_;
     }
   }
 
@@ -197,6 +206,7 @@ class PeerExchange {
   std::unique_ptr<std::byte[]> incoming_;
   std::vector<MPI_Request> reqs_;
   std::vector<Chunk> chunks_;
+  std::vector<std::unique_ptr<std::byte[]>*> scratch_;
   std::size_t posted_ = 0;
   std::size_t done_ = 0;
 };
@@ -262,13 +272,18 @@ struct Pieces {
   }
 };
 
-// Runs every piece through the three stages at 2 nodes, pipelined: piece k's reduce-scatter
+// Runs every piece through the three stages at 2 nodes, pipelined (own_shards and
+// padded_buf: the scratch buffers the shards may lie in, kept if a throw leaves transfers
+// pending): piece k's reduce-scatter
 // and piece k - 1's allgather run while the link carries the chunks of pieces k - 1 and k.
 // The shared-memory stages go in the same order on every rank of the node: RS 0, RS 1, AG 0,
 // RS 2, AG 1, ..., AG last.
-void run_pipelined(const Pieces& p) {
+void run_pipelined(const Pieces& p, std::unique_ptr<std::byte[]>& own_shards,
+                   std::unique_ptr<std::byte[]>& padded_buf) {
   const std::size_t n = p.count();
   PeerExchange exchange(p.ctx, p.args.type, p.combine, p.padded / p.local);
+  exchange.keep_if_pending(own_shards);
+  exchange.keep_if_pending(padded_buf);
   std::vector<std::size_t> added(n);
   for (std::size_t k = 0; k <= n; ++k) {
     if (k < n) {
@@ -348,7 +363,7 @@ void HierarchicalAlgorithm::run(const CommContext& ctx, const CollectiveArgs& ar
                    shard_count, args.type, pieces.combine, kRingSegmentBytes, ctx.timeout);
     pieces.allgather(0);
   } else {
-    run_pipelined(pieces);
+    run_pipelined(pieces, own_shards, padded_buf);
   }
   if (gathered != args.recv) std::memcpy(args.recv, gathered, args.count * esize);
 }

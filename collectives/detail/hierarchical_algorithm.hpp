@@ -2,8 +2,8 @@
 // HierarchicalAlgorithm ("hierarchical"): allreduce across nodes in three stages, the Horovod
 // pattern: reduce-scatter inside each node through its shared memory, allreduce of each local
 // shard among the ranks that share a local rank across nodes (CommContext::cross), allgather
-// inside the node. Only 1/local_size of the buffer crosses the network per rank, and every
-// rank's link carries traffic at once. fp32 data on a 16-bit wire is rounded to the wire type
+// inside the node. Only 1/local_size of the buffer crosses the network per rank (all of it
+// at one rank per node), and every rank's link carries traffic at once. fp32 data on a 16-bit wire is rounded to the wire type
 // first (Algorithm::run_wire_by_conversion): the inter-node bytes are 16-bit, summed in fp32.
 //
 // At 2 nodes of one rank each there is nothing to share in a node: the two ranks exchange their

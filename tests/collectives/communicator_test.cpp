@@ -136,7 +136,8 @@ TEST_F(CommunicatorTest, AlgorithmNames) {
 // Across nodes (CTest multinode.collectives_test), the built-in table without its one-node
 // bands: MPI for the native types at every size; for 16-bit types the ring from 16 KiB (2 KiB
 // for averages) times size() - 1 bytes as sent, MPI below, and MPI for bf16 sums, maxima and
-// minima of [2 MiB, 8 MiB) at 2 ranks.
+// minima of [2 MiB, 8 MiB) at 2 ranks; hierarchical where it applies (several ranks per node,
+// or 2 nodes of one rank from 2 MiB, every type).
 void expect_rules_across_nodes(const Communicator& comm) {
   constexpr std::size_t KiB = 1024;
   constexpr std::size_t MiB = KiB * KiB;
@@ -144,8 +145,10 @@ void expect_rules_across_nodes(const Communicator& comm) {
   // hierarchical in [8 KiB, 64 KiB) and from 256 KiB when several ranks share each node (as
   // at 2 x 2), else MPI.
   const bool several = comm.local_size() > 1;
+  const bool pair = comm.local_size() == 1 && comm.node_count() == 2;
   const auto hierarchical = [&](std::size_t bytes) {
-    return several && bytes >= 8 * KiB && (bytes < 64 * KiB || bytes >= 256 * KiB);
+    return (several && bytes >= 8 * KiB && (bytes < 64 * KiB || bytes >= 256 * KiB)) ||
+           (pair && bytes >= 2 * MiB);
   };
   for (ReduceOp op : kAllOps) {
     for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8}) {
@@ -163,6 +166,7 @@ void expect_rules_across_nodes(const Communicator& comm) {
                           bytes >= 2 * MiB && bytes < 8 * MiB;
         const char* expected = bytes >= ring_from && !band ? "ring" : "mpi";
         if (several && t == DType::bf16 && bytes >= 256 * KiB) expected = "hierarchical";
+        if (pair && bytes >= 2 * MiB) expected = "hierarchical";
         EXPECT_EQ(comm.default_allreduce_algorithm(bytes / 2, t, op), expected)
             << bytes << " B " << to_string(t) << " " << to_string(op);
       }
