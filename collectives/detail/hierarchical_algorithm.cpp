@@ -63,9 +63,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <vector>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "mpitrain/collectives/detail/bounded_wait.hpp"
 #include "mpitrain/collectives/detail/reduce_kernels.hpp"
@@ -94,6 +94,11 @@ constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
 
 std::byte* bytes(void* p) noexcept { return static_cast<std::byte*>(p); }
 const std::byte* bytes(const void* p) noexcept { return static_cast<const std::byte*>(p); }
+
+// Returns the op each combine applies for `reduce`: avg sums, and is divided once at the end.
+ReduceOp combining_op(ReduceOp reduce) noexcept {
+  return reduce == ReduceOp::avg ? ReduceOp::sum : reduce;
+}
 
 // The exchange of shards between the two ranks of a cross pair (2 nodes): chunks of the
 // shards added so far are sent to the peer and received from it, kInFlight outstanding each
@@ -216,10 +221,9 @@ class PeerExchange {
 // of place, after copying send into recv piece by piece as the exchange goes on).
 void run_pair(const CommContext& ctx, const CollectiveArgs& args) {
   const std::size_t esize = dtype_bytes(args.type);
-  const ReduceOp combine = args.reduce == ReduceOp::avg ? ReduceOp::sum : args.reduce;
   const std::size_t piece = kPieceBytes / esize;
   std::byte* data = bytes(args.recv);
-  PeerExchange exchange(ctx, args.type, combine, args.count);
+  PeerExchange exchange(ctx, args.type, combining_op(args.reduce), args.count);
   std::size_t added = 0;
   for (std::size_t first = 0; first < args.count; first += piece) {
     const std::size_t count = std::min(piece, args.count - first);
@@ -272,12 +276,11 @@ struct Pieces {
   }
 };
 
-// Runs every piece through the three stages at 2 nodes, pipelined (own_shards and
-// padded_buf: the scratch buffers the shards may lie in, kept if a throw leaves transfers
-// pending): piece k's reduce-scatter
+// Runs every piece through the three stages at 2 nodes, pipelined: piece k's reduce-scatter
 // and piece k - 1's allgather run while the link carries the chunks of pieces k - 1 and k.
 // The shared-memory stages go in the same order on every rank of the node: RS 0, RS 1, AG 0,
-// RS 2, AG 1, ..., AG last.
+// RS 2, AG 1, ..., AG last. own_shards and padded_buf: the scratch buffers the shards may lie
+// in, kept if a throw leaves transfers pending.
 void run_pipelined(const Pieces& p, std::unique_ptr<std::byte[]>& own_shards,
                    std::unique_ptr<std::byte[]>& padded_buf) {
   const std::size_t n = p.count();
@@ -352,9 +355,8 @@ void HierarchicalAlgorithm::run(const CommContext& ctx, const CollectiveArgs& ar
   }
   // Pieces of kPieceBytes (a multiple of the local size) at 2 nodes; one piece beyond, where
   // the ring's own segments pipeline the exchange.
-  const Pieces pieces{*ctx.shm, ctx, args,
-                      args.reduce == ReduceOp::avg ? ReduceOp::sum : args.reduce,
-                      bytes(send), bytes(gathered), own_shards.get(), local, esize, padded,
+  const Pieces pieces{*ctx.shm, ctx, args, combining_op(args.reduce), bytes(send),
+                      bytes(gathered), own_shards.get(), local, esize, padded,
                       ctx.cross_size > 2 ? padded
                                          : std::max(local, kPieceBytes / esize / local * local)};
   if (ctx.cross_size > 2) {

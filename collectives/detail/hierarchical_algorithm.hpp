@@ -3,8 +3,9 @@
 // pattern: reduce-scatter inside each node through its shared memory, allreduce of each local
 // shard among the ranks that share a local rank across nodes (CommContext::cross), allgather
 // inside the node. Only 1/local_size of the buffer crosses the network per rank (all of it
-// at one rank per node), and every rank's link carries traffic at once. fp32 data on a 16-bit wire is rounded to the wire type
-// first (Algorithm::run_wire_by_conversion): the inter-node bytes are 16-bit, summed in fp32.
+// at one rank per node), and every rank's link carries traffic at once. fp32 data on a
+// 16-bit wire is rounded to the wire type first (Algorithm::run_wire_by_conversion): the
+// inter-node bytes are 16-bit, summed in fp32.
 //
 // At 2 nodes of one rank each there is nothing to share in a node: the two ranks exchange their
 // whole buffers and combine them as the chunks arrive (a pairwise exchange that keeps the
