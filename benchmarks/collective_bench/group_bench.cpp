@@ -145,6 +145,7 @@ double GroupBench::warm_up_and_probe(int warmup) {
 // The check happens at the end of a walk, every `check_walks` walks, a number every
 // rank derives from the agreed probe: ranks must not decide on their own clocks when to
 // enter the allreduce. After each walk every row has run the same number of iterations.
+// Each block starts with the rank's output rewritten (rewrite_output).
 GroupBench::Timings GroupBench::interleave(double probe, int block_iters_max, int iters) {
   const std::vector<std::size_t> walk = balanced_order(cases_.size());
   const double walk_seconds = probe * block_iters_max * static_cast<double>(walk.size());
@@ -157,6 +158,7 @@ GroupBench::Timings GroupBench::interleave(double probe, int block_iters_max, in
       const int block_iters =
           iters > 0 ? std::min(block_iters_max, iters - t.done[c]) : block_iters_max;
       if (block_iters == 0) continue;  // this row has its --iters (same on every rank)
+      rewrite_output(cases_[c]);
       comm_.barrier();
       const auto t0 = std::chrono::steady_clock::now();
       for (int k = 0; k < block_iters; ++k) execute(cases_[c]);
@@ -173,6 +175,20 @@ GroupBench::Timings GroupBench::interleave(double probe, int block_iters_max, in
     if (comm_.allreduce_value(more ? 1 : 0, ReduceOp::max) == 0) break;
   }
   return t;
+}
+
+// Every rank writes its output buffer (zeros; in place, the input with it), untimed, so that a
+// block starts from buffers this rank wrote last, as an application's are (a training step
+// writes its gradients just before it reduces them), whatever row ran before. Without it a
+// row inherits the previous row's cache state: after MPI's allreduce, whose peer read this
+// rank's output through CMA, each first write to a line waits until the other core drops its
+// copy. Measured 2026-11-28 at 2 ranks, f32, 1 MiB, with the VM's two cores 200 ns apart
+// (different L3s): shm 150-165 us after MPI on the same buffers, 86-110 us after this
+// rewrite; MPI 142-164 us either way (and 103-118 us for MPI, 61-76 for shm, either way, when
+// the cores were 40-60 ns apart).
+void GroupBench::rewrite_output(const Case& c) {
+  const Buffers& b = buffers_[c.buffers];
+  std::memset(b.recv.data(), 0, b.recv.size());
 }
 
 // Returns the rows of the group from its timings: time per iteration the mean over the

@@ -83,6 +83,7 @@ class GroupBench {
   void execute(const Case& c) { runners_[c.algo](buffers_[c.buffers]); }
   double warm_up_and_probe(int warmup);
   Timings interleave(double probe, int block_iters_max, int iters);
+  void rewrite_output(const Case& c);
   std::vector<Row> rows_of(const Timings& timings, bool check);
   std::uint64_t verify(const Case& c);
   static double seconds_since(std::chrono::steady_clock::time_point t0);
