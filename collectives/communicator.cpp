@@ -24,6 +24,7 @@
 #include "mpitrain/collectives/detail/bounded_wait.hpp"
 #include "mpitrain/collectives/detail/collective_args.hpp"
 #include "mpitrain/collectives/detail/comm_context.hpp"
+#include "mpitrain/collectives/detail/core_latency.hpp"
 #include "mpitrain/collectives/detail/request_state.hpp"
 #include "mpitrain/collectives/detail/scoped_errors_return.hpp"
 #include "mpitrain/collectives/detail/shm_segment.hpp"
@@ -271,6 +272,16 @@ void Communicator::use_algorithm_table(const std::string& path) {
 
 std::span<std::byte> Communicator::allocate_shared(std::size_t bytes) const {
   return ctx_->shm->allocate(bytes);
+}
+
+std::optional<double> Communicator::core_latency_ns() const {
+  constexpr int kRoundTrips = 2000;
+  constexpr int kWarmup = 200;
+  barrier();
+  const auto one_way = detail::measure_core_latency(*ctx_->shm, kRoundTrips, kWarmup);
+  const double largest = allreduce_value(one_way ? one_way->count() : -1.0, ReduceOp::max);
+  if (largest < 0) return std::nullopt;
+  return largest;
 }
 
 void Communicator::set_timeout(std::chrono::nanoseconds timeout) const noexcept {

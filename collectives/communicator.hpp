@@ -80,6 +80,14 @@ class Communicator {
   int node_count() const noexcept { return node_count_; }
   int node_index() const noexcept { return node_index_; }
 
+  // Returns the mean one-way time, in nanoseconds, in which local ranks 0 and 1 of a node pass
+  // a cache line through the node's shared memory (2000 round trips), the largest over the
+  // nodes, the same on every rank; nothing when no node has two ranks. Tens of nanoseconds:
+  // the two cores share a last-level cache; 150 and more: different L3 caches (chiplets) or
+  // sockets, where shared-memory collectives are slower (collective_bench prints it).
+  // Collective; about a millisecond (two ranks on one core: the scheduler's time instead).
+  std::optional<double> core_latency_ns() const;
+
   // Returns the number of collectives this communicator has issued (tests count them): one
   // per collective call (blocking or not), however many MPI calls it takes.
   std::uint64_t collectives_issued() const noexcept { return issued_.load(); }

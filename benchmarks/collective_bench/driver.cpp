@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -158,7 +159,11 @@ std::vector<Row> run_rows(const Communicator& comm, const Options& opt) {
   const std::vector<Skipped> skipped = skip_unrunnable(comm, opt, plan);
   const bool print = comm.rank() == 0;
   const std::string_view redop = plan.collective->redop();
-  if (print) print_header(opt, plan.types.size(), comm.size(), comm.node_count(), skipped);
+  const std::optional<double> latency_at_start = comm.core_latency_ns();
+  if (print) {
+    print_header(opt, plan.types.size(), comm.size(), comm.node_count(), skipped,
+                 latency_at_start);
+  }
   const auto groups = groups_of(plan.types, plan.min_bytes, plan.max_bytes);
   const Placement placement{opt.buffers == "shared", opt.in_place};
   std::size_t shared_capacity = 0;
@@ -176,6 +181,8 @@ std::vector<Row> run_rows(const Communicator& comm, const Options& opt) {
       rows.push_back(row);
     }
   }
+  const std::optional<double> latency_at_end = comm.core_latency_ns();
+  if (print && latency_at_end) print_core_latency("end", *latency_at_end);
   return rows;
 }
 

@@ -87,14 +87,22 @@ void print_time_vs_f32(const std::vector<Row>& rows, const std::vector<DType>& t
 
 }  // namespace
 
+void print_core_latency(const char* when, double nanoseconds) {
+  const bool start = std::string_view(when) == "start";
+  std::printf("# core latency (%s): ranks 0 and 1 pass a cache line one way in %.0f ns%s\n", when,
+              nanoseconds,
+              start ? " (tens of ns: one L3 cache; 150 and more: other L3 caches or sockets)" : "");
+}
+
 void print_header(const Options& opt, std::size_t type_count, int world_size, int node_count,
-                  const std::vector<Skipped>& skipped) {
+                  const std::vector<Skipped>& skipped, std::optional<double> core_latency_ns) {
   std::printf("# collective_bench: %s, %s, %d ranks on %d node(s)\n", opt.op.c_str(),
               opt.dtype.c_str(), world_size, node_count);
   std::printf("# %s\n", MpiRuntime::library_version().substr(0, 60).c_str());
   std::printf("# buffers: %s%s\n",
               opt.buffers == "shared" ? "shared (the node's shared segment)" : "private",
               opt.in_place ? ", in place" : "");
+  if (core_latency_ns) print_core_latency("start", *core_latency_ns);
   for (const Skipped& s : skipped) {
     std::printf("# skipped: %s (%s)\n", s.algo.c_str(), s.reason.c_str());
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,10 +22,17 @@ struct Skipped {
   std::string reason;
 };
 
-// Prints the header: the run, the MPI library, the buffers, one `# skipped: <algo> (<reason>)`
-// line per algorithm left out, how iterations are counted, the column names.
+// Prints the header: the run, the MPI library, the buffers, the time ranks 0 and 1 take to
+// pass a cache line (when measured: one node, two ranks or more), one
+// `# skipped: <algo> (<reason>)` line per algorithm left out, how iterations are counted, the
+// column names.
 void print_header(const Options& opt, std::size_t type_count, int world_size, int node_count,
-                  const std::vector<Skipped>& skipped = {});
+                  const std::vector<Skipped>& skipped = {},
+                  std::optional<double> core_latency_ns = std::nullopt);
+
+// Prints `# core latency (WHEN): ...` for Communicator::core_latency_ns measured `when`
+// ("start", "end": a virtual machine's cores may move between L3 caches during a run).
+void print_core_latency(const char* when, double nanoseconds);
 
 // Prints one table line.
 void print_row(const Row& row, std::string_view redop);

@@ -36,6 +36,7 @@ constexpr std::size_t kCheckSlotsAt = 5 * kCacheLine;  // two slots of three wor
 // (shared_futex.hpp): written by the sleepers, read by the owner when it publishes.
 constexpr std::size_t kSleepersAt = 6 * kCacheLine;
 constexpr std::size_t kCheckSleepersAt = 7 * kCacheLine;
+constexpr std::size_t kProbeAt = 8 * kCacheLine;
 // A waiter's three phases. Polls with a pause instruction first, keeping its core: a peer
 // running on another core arrives within microseconds (between the pieces of one
 // collective), and a waiter that gave its core away this early lost it to any other process
@@ -99,6 +100,7 @@ ShmSegment::ShmSegment(MPI_Comm node_comm, ShmOptions options)
     control_word(rank_, kCheckIndexAt).store(0, std::memory_order_relaxed);
     control_word(rank_, kSleepersAt).store(0, std::memory_order_relaxed);
     control_word(rank_, kCheckSleepersAt).store(0, std::memory_order_relaxed);
+    control_word(rank_, kProbeAt).store(0, std::memory_order_relaxed);
     // Every slot is initialised before any rank can read it.
     check_mpi(MPI_Barrier(comm_), "MPI_Barrier (shared-memory segment)", rank_, 0);
   } catch (...) {
@@ -162,6 +164,10 @@ std::byte* ShmSegment::workspace_out(int peer, int buffer) const noexcept {
 
 std::atomic_ref<std::uint64_t> ShmSegment::sequence_slot(int peer) const noexcept {
   return control_word(peer, kSequenceAt);
+}
+
+std::atomic_ref<std::uint64_t> ShmSegment::probe_word() const noexcept {
+  return control_word(0, kProbeAt);
 }
 
 std::uint64_t* ShmSegment::control_address(int peer, std::size_t at) const noexcept {

@@ -19,7 +19,8 @@
 //       reports, collective_watch.hpp: peers read them without the owner's help), the
 //       fingerprint check's index and values, and the numbers of peers asleep on the
 //       owner's sequence number (wait_all) and on its check index (wait_check_index), each
-//       on its own cache line (shared_futex.hpp);
+//       on its own cache line (shared_futex.hpp); the probe word (core_latency.hpp), on its
+//       own line;
 //   workspace 0, workspace 1: each `workspace_bytes` of input followed by `workspace_bytes` of
 //       output; a collective alternates between them piece by piece (double buffering), so a
 //       rank may run one piece ahead of its slowest peer without overwriting what it reads.
@@ -104,6 +105,10 @@ class ShmSegment {
   std::chrono::nanoseconds timeout() const noexcept { return timeout_; }
   // Every rank should set the same timeout (each rank's waits use its own).
   void set_timeout(std::chrono::nanoseconds timeout) noexcept { timeout_ = timeout; }
+
+  // Returns rank 0's probe word (a cache line of its own in rank 0's control page), which
+  // measure_core_latency passes between ranks 0 and 1; only that function uses it.
+  std::atomic_ref<std::uint64_t> probe_word() const noexcept;
 
   // Returns the input area (workspace_bytes) of `peer`'s workspace `buffer` (0 or 1).
   std::byte* workspace_in(int peer, int buffer) const noexcept;

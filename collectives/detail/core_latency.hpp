@@ -1,0 +1,25 @@
+#pragma once
+// measure_core_latency: how far apart two ranks of a node are, in time. Ranks 0 and 1 of the
+// node pass a cache line of the shared segment back and forth (internal to collectives/;
+// Communicator::core_latency_ns is the public form).
+
+#include <chrono>
+#include <optional>
+
+#include "mpitrain/collectives/detail/shm_segment.hpp"
+
+namespace mpitrain::detail {
+
+// Returns, on rank 0 of the segment, the mean one-way time of `round_trips` round trips of
+// the probe word between ranks 0 and 1 (after `warmup` untimed ones); nothing on the other
+// ranks and at one rank. Ranks 0 and 1 must both call it, after a barrier that follows their
+// previous call; the other ranks need not call it. A waiter spins,
+// then yields its core, so that two ranks sharing one core still progress (and then measure
+// the scheduler).
+//
+// Cost: warmup + round_trips round trips of one cache line, 2 transfers each; no other
+// synchronisation.
+std::optional<std::chrono::duration<double, std::nano>> measure_core_latency(
+    const ShmSegment& seg, int round_trips, int warmup);
+
+}  // namespace mpitrain::detail

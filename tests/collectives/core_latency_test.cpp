@@ -1,0 +1,71 @@
+// measure_core_latency and Communicator::core_latency_ns: ranks 0 and 1 of a node pass the
+// probe word a known number of times (its final value is known in closed form), only rank 0
+// gets a time, every call after the first starts where the last ended, and the public form
+// gives every rank the same answer, none at one rank.
+
+#include "mpitrain/collectives/detail/core_latency.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "mpitrain/collectives/communicator.hpp"
+#include "mpitrain/collectives/mpi_runtime.hpp"
+#include "shm_test_support.hpp"
+
+namespace mpitrain {
+namespace {
+
+using detail::ShmSegment;
+
+TEST(CoreLatency, RankZeroTimesTheRoundTripsAndTheWordCountsThem) {
+  test::NodeComm node;
+  ShmSegment seg(node.get());
+  constexpr int kRoundTrips = 300;
+  constexpr int kWarmup = 20;
+  for (int call = 1; call <= 3; ++call) {
+    SCOPED_TRACE(call);
+    MPI_Barrier(node.get());
+    const auto one_way = detail::measure_core_latency(seg, kRoundTrips, kWarmup);
+    MPI_Barrier(node.get());
+    if (node.size() == 1 || node.rank() > 0) {
+      EXPECT_FALSE(one_way.has_value());
+    } else {
+      ASSERT_TRUE(one_way.has_value());
+      EXPECT_GT(one_way->count(), 0.0);
+      EXPECT_TRUE(std::isfinite(one_way->count()));
+    }
+    // Each round trip moves the word twice; nobody moves it at one rank.
+    const std::uint64_t moves =
+        node.size() == 1 ? 0 : 2 * static_cast<std::uint64_t>(call) * (kRoundTrips + kWarmup);
+    EXPECT_EQ(seg.probe_word().load(), moves);
+  }
+}
+
+TEST(CoreLatency, NothingToTimeWithoutRoundTrips) {
+  test::NodeComm node;
+  ShmSegment seg(node.get());
+  MPI_Barrier(node.get());
+  EXPECT_FALSE(detail::measure_core_latency(seg, 0, 0).has_value());
+  EXPECT_EQ(seg.probe_word().load(), 0u);
+}
+
+TEST(CoreLatency, TheCommunicatorGivesEveryRankTheSameAnswer) {
+  MpiRuntime runtime;  // adopts the MPI of the test main
+  Communicator comm(runtime);
+  for (int call = 0; call < 2; ++call) {
+    const std::optional<double> ns = comm.core_latency_ns();
+    ASSERT_EQ(ns.has_value(), comm.local_size() > 1);
+    const double mine = ns.value_or(-1.0);
+    EXPECT_EQ(comm.allreduce_value(mine, ReduceOp::max), mine);
+    EXPECT_EQ(comm.allreduce_value(mine, ReduceOp::min), mine);
+    if (ns) {
+      EXPECT_GT(*ns, 0.0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mpitrain
