@@ -15,7 +15,9 @@ namespace mpitrain::detail {
 // ranks and at one rank. Ranks 0 and 1 must both call it, after a barrier that follows their
 // previous call; the other ranks need not call it. A waiter spins,
 // then yields its core, so that two ranks sharing one core still progress (and then measure
-// the scheduler).
+// the scheduler); with a timeout on the segment, a waiter gives up after it and throws
+// std::runtime_error naming its rank (a peer that never comes is not waited for forever).
+// Throws std::logic_error on a segment broken by an earlier timeout.
 //
 // Cost: warmup + round_trips round trips of one cache line, 2 transfers each; no other
 // synchronisation.

@@ -1,15 +1,19 @@
 // measure_core_latency and Communicator::core_latency_ns: ranks 0 and 1 of a node pass the
 // probe word a known number of times (its final value is known in closed form), only rank 0
-// gets a time, every call after the first starts where the last ended, and the public form
-// gives every rank the same answer, none at one rank.
+// gets a time, every call after the first starts where the last ended, a peer that never
+// comes is not waited for past the timeout, and the public form gives every rank the same
+// answer, none at one rank.
 
 #include "mpitrain/collectives/detail/core_latency.hpp"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
@@ -50,6 +54,25 @@ TEST(CoreLatency, NothingToTimeWithoutRoundTrips) {
   MPI_Barrier(node.get());
   EXPECT_FALSE(detail::measure_core_latency(seg, 0, 0).has_value());
   EXPECT_EQ(seg.probe_word().load(), 0u);
+}
+
+TEST(CoreLatency, RankZeroGivesUpAfterTheTimeoutWhenItsPeerNeverComes) {
+  test::NodeComm node;
+  ShmSegment seg(node.get());
+  seg.set_timeout(std::chrono::milliseconds(50));
+  MPI_Barrier(node.get());
+  if (node.size() > 1 && node.rank() == 0) {
+    try {
+      detail::measure_core_latency(seg, 10, 0);
+      ADD_FAILURE() << "rank 0 passed the word without rank 1";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 0 of the node waited past the communicator's "
+                                           "timeout"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  MPI_Barrier(node.get());  // rank 1 stays out until rank 0 has given up
 }
 
 TEST(CoreLatency, TheCommunicatorGivesEveryRankTheSameAnswer) {
