@@ -277,8 +277,18 @@ std::span<std::byte> Communicator::allocate_shared(std::size_t bytes) const {
 std::optional<double> Communicator::core_latency_ns() const {
   constexpr int kRoundTrips = 2000;
   constexpr int kWarmup = 200;
+  detail::reset_probe(*ctx_->shm);
   barrier();
-  const auto one_way = detail::measure_core_latency(*ctx_->shm, kRoundTrips, kWarmup);
+  std::optional<std::chrono::duration<double, std::nano>> one_way;
+  try {
+    one_way = detail::measure_core_latency(*ctx_->shm, kRoundTrips, kWarmup);
+  } catch (const detail::WaitExpired& e) {
+    // Reported as the barrier's timeout would be: the peer passed the barrier, then stopped.
+    const CollectiveArgs args = make_args(Collective::barrier, nullptr, nullptr, 0, DType::u8);
+    ctx_->watch.expire(*ctx_, "core_latency_ns (after barrier #" + std::to_string(issued_.load()) +
+                                  ")",
+                       issued_.load(), static_cast<int>(args.op), e.waited());
+  }
   const double largest = allreduce_value(one_way ? one_way->count() : -1.0, ReduceOp::max);
   if (largest < 0) return std::nullopt;
   return largest;

@@ -85,7 +85,9 @@ class Communicator {
   // nodes, the same on every rank; nothing when no node has two ranks. Tens of nanoseconds:
   // the two cores share a last-level cache; 150 and more: different L3 caches (chiplets) or
   // sockets, where shared-memory collectives are slower (collective_bench prints it).
-  // Collective; about a millisecond (two ranks on one core: the scheduler's time instead).
+  // Collective (it issues a barrier and an allreduce); about a millisecond (two ranks on one
+  // core: the scheduler's time instead). Past the timeout (set_timeout) a rank 0 or 1 whose
+  // peer stopped reports it as a collective's timeout (timeout_action).
   std::optional<double> core_latency_ns() const;
 
   // Returns the number of collectives this communicator has issued (tests count them): one

@@ -23,7 +23,7 @@ struct Skipped {
 };
 
 // Prints the header: the run, the MPI library, the buffers, the time ranks 0 and 1 take to
-// pass a cache line (when measured: one node, two ranks or more), one
+// pass a cache line (when measured: some node has two ranks or more), one
 // `# skipped: <algo> (<reason>)` line per algorithm left out, how iterations are counted, the
 // column names.
 void print_header(const Options& opt, std::size_t type_count, int world_size, int node_count,
