@@ -284,10 +284,9 @@ std::optional<double> Communicator::core_latency_ns() const {
     one_way = detail::measure_core_latency(*ctx_->shm, kRoundTrips, kWarmup);
   } catch (const detail::WaitExpired& e) {
     // Reported as the barrier's timeout would be: the peer passed the barrier, then stopped.
-    const CollectiveArgs args = make_args(Collective::barrier, nullptr, nullptr, 0, DType::u8);
-    ctx_->watch.expire(*ctx_, "core_latency_ns (after barrier #" + std::to_string(issued_.load()) +
-                                  ")",
-                       issued_.load(), static_cast<int>(args.op), e.waited());
+    const std::uint64_t seq = issued_.load();
+    ctx_->watch.expire(*ctx_, fmt::format("core_latency_ns (after barrier #{})", seq), seq,
+                       static_cast<int>(Collective::barrier), e.waited());
   }
   const double largest = allreduce_value(one_way ? one_way->count() : -1.0, ReduceOp::max);
   if (largest < 0) return std::nullopt;

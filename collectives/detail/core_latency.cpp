@@ -24,7 +24,9 @@ struct Deadline {
 };
 
 // Waits until the word holds `value`; throws WaitExpired once the wait has lasted longer than
-// the deadline's timeout (read after every yield: a yield may take a time slice).
+// the deadline's timeout (read after every yield: a yield may take a time slice). Not
+// ShmSegment::await_word: its pause between polls (~25 ns here) and its futex sleep would be
+// part of what is measured.
 void await(const std::atomic_ref<std::uint64_t>& word, std::uint64_t value,
            const Deadline& deadline) {
   for (int polls = 0; word.load(std::memory_order_acquire) != value; ++polls) {

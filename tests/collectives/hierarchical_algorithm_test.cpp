@@ -31,7 +31,8 @@ using test::kAllTypes;
 
 class HierarchicalTest : public ::testing::Test {
  protected:
-  // True when the layout lets hierarchical run: several nodes of equal size > 1.
+  // True when the layout lets hierarchical run: several nodes of equal size, more than one
+  // rank each or two nodes of one rank (DeclinesWithReason checks which layouts decline).
   bool runs() const {
     return comm_.cannot_run("hierarchical", Collective::allreduce, DType::f32, ReduceOp::sum)
         .empty();
