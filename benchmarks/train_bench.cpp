@@ -41,6 +41,14 @@
 //   compute_ms    median time of the same step without the engine (model.backward,
 //                 optimizer.step, zero_grad), in the row's precision, run by every rank at
 //                 the same time, in blocks interleaved with the engines' blocks
+//   lockstep_ms   median time of the same bare step when every rank waits for the others
+//                 after backward, before the optimizer step, as the engine's reduction makes
+//                 them (the wait itself excluded; at 1 rank equal to compute_ms): the same
+//                 computation in lock-step. The ranks then run their optimizer steps at the
+//                 same time, and where the step is bound by memory traffic (AdamW on the large
+//                 model) they slow each other down more than free-running ranks do, whose
+//                 optimizer steps drift apart; lockstep_ms - compute_ms is that part of
+//                 overhead_ms, which the engine's own code does not cost
 //   exposed_ms    median time backward waited for the gradient reductions after the model's
 //                 backward produced its last gradient ("exposed comm")
 //   last_rank_ms  the same wait of the rank that finished its backward last, per step (the
@@ -187,7 +195,7 @@ struct Row {
   double wire_mb = 0;
   std::uint64_t skipped = 0;
   double step_ms = 0, samples_per_s = 0, compute_ms = 0, exposed_ms = 0, overhead_ms = 0;
-  double last_rank_ms = 0;
+  double last_rank_ms = 0, lockstep_ms = 0;
   // The 1-rank baseline of this row, measured by rank 0 (zero elsewhere, and when off).
   double one_step_ms = 0, one_samples_per_s = 0, one_compute_ms = 0, one_overhead_ms = 0;
   std::uint64_t one_skipped = 0;
@@ -220,6 +228,7 @@ struct Bare {
   nn::Sequential model;
   std::unique_ptr<nn::Optimizer> optimizer;
   std::vector<double> step_s;
+  std::vector<double> lockstep_s;  // steps in lock-step with the other ranks, their wait excluded
 };
 
 // One model trained by an engine with one variant, and its timings.
@@ -266,7 +275,9 @@ std::vector<Bare> make_bares(const Model& m, const std::vector<Variant>& variant
   for (const Variant& v : variants) {
     const bool have = std::any_of(bares.begin(), bares.end(),
                                   [&](const Bare& b) { return b.precision == v.precision; });
-    if (!have) bares.push_back(Bare{v.precision, nn::make_mlp(kInputs, m.hidden, kClasses), nullptr, {}});
+    if (!have) {
+      bares.push_back(Bare{v.precision, nn::make_mlp(kInputs, m.hidden, kClasses), nullptr, {}, {}});
+    }
   }
   for (Bare& b : bares) {
     b.model.set_requires_input_grad(false);  // as the engine sets its model
@@ -337,15 +348,23 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
     ++k;
     return seconds_since(t0);
   };
-  auto bare_step = [&](Bare& b) {
+  // Returns the seconds of one bare step; in lock-step, every rank first waits for the others
+  // after backward, as the engine's reduction makes them, and the wait is not counted.
+  auto bare_step = [&](Bare& b, bool lockstep = false) {
     const auto t0 = Clock::now();
     Tensor logits = b.model.forward(data.features[k % kBatches]);
     nn::cross_entropy(logits, data.labels[k % kBatches], grad);
     b.model.backward(grad);
+    double waited = 0.0;
+    if (lockstep) {
+      const auto w0 = Clock::now();
+      comm.barrier();  // the engines are idle between steps: the world communicator is free
+      waited = seconds_since(w0);
+    }
     b.optimizer->step();
     b.optimizer->zero_grad();
     ++k;
-    return seconds_since(t0);
+    return seconds_since(t0) - waited;
   };
   auto timed_engine_block = [&](Trained& t) {
     const std::uint64_t skipped_before = t.engine->state().skipped_steps;
@@ -355,11 +374,14 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
     }
     t.skipped += t.engine->state().skipped_steps - skipped_before;
   };
-  // Blocks: [0, bares.size()) are the bare models and [bares.size(), world_blocks) the
-  // engines at the world size; with the baseline, [world_blocks, 2 world_blocks) are the same
-  // for rank 0 alone (every rank counts them, so that all agree on the schedule).
-  const std::size_t world_blocks = bares.size() + runs.size();
-  const std::size_t blocks = opts.baseline_one_rank ? 2 * world_blocks : world_blocks;
+  // Blocks: [0, bares.size()) are the bare models, then (at more than one rank) the bare
+  // models in lock-step, then the engines at the world size, up to world_blocks; with the
+  // baseline, the bare models and the engines once more for rank 0 alone (every rank counts
+  // them, so that all agree on the schedule).
+  const std::size_t lockstep_blocks = comm.size() > 1 ? bares.size() : 0;
+  const std::size_t engine_blocks_from = bares.size() + lockstep_blocks;
+  const std::size_t world_blocks = engine_blocks_from + runs.size();
+  const std::size_t blocks = world_blocks + (opts.baseline_one_rank ? bares.size() + runs.size() : 0);
   // The optimizers allocate their state in their first step: measured over Engine::step()
   // alone, so that the first forward's and backward's buffers are not counted.
   for (Trained& t : runs) engine_step(t, &t.rss_first_bytes);
@@ -382,8 +404,11 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
       if (block < bares.size()) {
         Bare& b = bares[block];
         for (std::size_t i = 0; i < opts.steps; ++i) b.step_s.push_back(bare_step(b));
+      } else if (block < engine_blocks_from) {
+        Bare& b = bares[block - bares.size()];
+        for (std::size_t i = 0; i < opts.steps; ++i) b.lockstep_s.push_back(bare_step(b, true));
       } else if (block < world_blocks) {
-        timed_engine_block(runs[block - bares.size()]);
+        timed_engine_block(runs[block - engine_blocks_from]);
       } else {
         const std::size_t one = block - world_blocks;
         if (self != nullptr && one < bares1.size()) {
@@ -420,6 +445,9 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
     row.skipped = t.skipped;
     row.step_ms = 1e3 * t.engine->reduce(median(t.step_s), ReduceOp::max);
     row.compute_ms = 1e3 * t.engine->reduce(median(bare.step_s), ReduceOp::max);
+    row.lockstep_ms = bare.lockstep_s.empty()
+                          ? row.compute_ms
+                          : 1e3 * t.engine->reduce(median(bare.lockstep_s), ReduceOp::max);
     row.exposed_ms = 1e3 * t.engine->reduce(median(t.exposed_s), ReduceOp::max);
     // Every rank timed the same number of steps: rank r's waits are all[r * steps + i].
     const std::vector<double> all = t.engine->gather(std::span<const double>(t.exposed_s));
@@ -641,9 +669,9 @@ int main(int argc, char** argv) {
                   opts.baseline_one_rank ? "on" : "off",
                   cores_of_this_thread() == 1 ? "backward thread" : "communication thread",
                   cores_of_this_thread());
-      std::printf("%-18s %6s %5s %5s %8s %6s %8s %8s %9s %11s %11s %11s %13s %12s %9s %8s %5s %8s %8s\n",
+      std::printf("%-18s %6s %5s %5s %8s %6s %8s %8s %9s %11s %11s %11s %11s %13s %12s %9s %8s %5s %8s %8s\n",
                   "model", "batch", "prec", "wire", "overlap", "check", "buckets", "wire_MB", "step_ms",
-                  "samples/s", "compute_ms", "exposed_ms", "last_rank_ms", "overhead_ms",
+                  "samples/s", "compute_ms", "lockstep_ms", "exposed_ms", "last_rank_ms", "overhead_ms",
                   "overhead%", "skipped", "zero", "opt_MB", "rss1_MB");
       std::fflush(stdout);
     }
@@ -652,12 +680,12 @@ int main(int argc, char** argv) {
       const std::vector<Row> model_rows = run(comm, self ? &*self : nullptr, m, variants, opts);
       for (const Row& r : model_rows) {
         if (comm.rank() == 0) {
-          std::printf("%-18s %6zu %5s %5s %8s %6s %8zu %8.2f %9.3f %11.1f %11.3f %11.3f %13.3f %12.3f %8.1f%% %8llu %5d %8.2f %8.2f\n",
+          std::printf("%-18s %6zu %5s %5s %8s %6s %8zu %8.2f %9.3f %11.1f %11.3f %11.3f %11.3f %13.3f %12.3f %8.1f%% %8llu %5d %8.2f %8.2f\n",
                       r.model.c_str(), r.batch, precision_name(r.precision).c_str(),
                       std::string(to_string(r.comm_dtype)).c_str(), r.overlap ? "on" : "off",
                       r.check ? "on" : "off",
                       r.buckets, r.wire_mb, r.step_ms, r.samples_per_s, r.compute_ms,
-                      r.exposed_ms, r.last_rank_ms, r.overhead_ms,
+                      r.lockstep_ms, r.exposed_ms, r.last_rank_ms, r.overhead_ms,
                       100.0 * r.overhead_ms / r.step_ms, static_cast<unsigned long long>(r.skipped),
                       r.zero_stage, r.opt_mb, r.rss_first_mb);
         }
@@ -667,6 +695,7 @@ int main(int argc, char** argv) {
                               {"check_collectives", r.check},
                               {"buckets", r.buckets}, {"wire_mb", r.wire_mb}, {"step_ms", r.step_ms},
                               {"samples_per_s", r.samples_per_s}, {"compute_ms", r.compute_ms},
+                              {"compute_lockstep_ms", r.lockstep_ms},
                               {"exposed_comm_ms", r.exposed_ms},
                               {"last_rank_exposed_ms", r.last_rank_ms},
                               {"overhead_ms", r.overhead_ms}, {"skipped_steps", r.skipped},
