@@ -16,6 +16,9 @@
 //                allreduce named Engine::backward elsewhere: CollectiveMismatch on every rank
 //   throw        stop, with TimeoutAction::throw_error: rank 0 catches CollectiveTimeout,
 //                prints it and ends the job with Communicator::abort(3)
+//   latency      #5 is Communicator::core_latency_ns() (its barrier is #5) and rank 1 stops
+//                before it: the others time out in that barrier, rank 0 included, whose
+//                probe partner never comes
 // A CollectiveMismatch or CollectiveTimeout is printed as "rank R caught: WHAT" and the
 // program exits 3; finishing every collective exits 0 ("rank R: done").
 
@@ -55,9 +58,13 @@ void run(const std::string& mode, const Communicator& comm) {
     return;
   }
   for (int i = 1; i <= 10; ++i) {
-    if (odd_rank && i == 5 && (mode == "stop" || mode == "throw")) raise(SIGSTOP);
+    if (odd_rank && i == 5 && (mode == "stop" || mode == "throw" || mode == "latency")) {
+      raise(SIGSTOP);
+    }
     const bool odd_call = odd_rank && i == 5;
-    if (mode == "fingerprint") {
+    if (mode == "latency" && i == 5) {
+      comm.core_latency_ns();
+    } else if (mode == "fingerprint") {
       allreduce(comm, data, odd_call ? ReduceOp::max : ReduceOp::sum);
       comm.check_collectives();
     } else if (!(odd_call && mode == "skip")) {
@@ -70,7 +77,7 @@ void run(const std::string& mode, const Communicator& comm) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: deadline_program stop|skip|fingerprint|debug|throw TIMEOUT_S\n");
+    std::fprintf(stderr, "usage: deadline_program stop|skip|fingerprint|debug|throw|latency TIMEOUT_S\n");
     return 2;
   }
   const std::string mode = argv[1];

@@ -15,6 +15,9 @@ Scenarios (see deadline_program.cpp for what each rank does):
                first mismatched collective (#57) and both call sites
   throw        stop with TimeoutAction::throw_error: the waiting ranks catch CollectiveTimeout
                with the report's text
+  latency      rank 1 stops before Communicator::core_latency_ns() (#5, its barrier): every
+               other rank reports "rank R: barrier #5 timed out after 3 s: rank 1 did not
+               arrive (last seen at #4); ..." and the job ends within 3 + 10 s
 """
 import argparse
 import os
@@ -62,14 +65,14 @@ def run(args, mode, env_extra=None):
     return proc.returncode, out, seconds, " ".join(cmd)
 
 
-def expect_timeout_reports(args, mode, seq, last_seen):
+def expect_timeout_reports(args, mode, seq, last_seen, what="allreduce(f32, 1024 elements)"):
     code, out, seconds, cmd = run(args, mode)
     context = f"{cmd}\nexit {code} after {seconds:.1f} s\n{out}"
     check(code != 0, "the job exited 0\n" + context)
     check(seconds < TIMEOUT_S + SLACK_S, "the job did not end within timeout + 10 s\n" + context)
     waiting = [r for r in range(args.ranks) if r != 1]
     for r in waiting:
-        line = (f"mpitrain: rank {r}: allreduce(f32, 1024 elements) #{seq} timed out after "
+        line = (f"mpitrain: rank {r}: {what} #{seq} timed out after "
                 f"{TIMEOUT_S} s: rank 1 did not arrive (last seen at #{last_seen}); arrived: "
                 f"{ranks_text(waiting)}; ending the job (MPI_Abort)")
         check(line in out, f"missing line:\n{line}\n" + context)
@@ -83,6 +86,10 @@ def scenario_stop(args):
 
 def scenario_skip(args):
     expect_timeout_reports(args, "skip", 10, 9)
+
+
+def scenario_latency(args):
+    expect_timeout_reports(args, "latency", 5, 4, what="barrier")
 
 
 def scenario_fingerprint(args):
