@@ -276,7 +276,8 @@ std::vector<Bare> make_bares(const Model& m, const std::vector<Variant>& variant
     const bool have = std::any_of(bares.begin(), bares.end(),
                                   [&](const Bare& b) { return b.precision == v.precision; });
     if (!have) {
-      bares.push_back(Bare{v.precision, nn::make_mlp(kInputs, m.hidden, kClasses), nullptr, {}, {}});
+      bares.push_back(
+          Bare{v.precision, nn::make_mlp(kInputs, m.hidden, kClasses), nullptr, {}, {}});
     }
   }
   for (Bare& b : bares) {
@@ -381,7 +382,8 @@ std::vector<Row> run(const Communicator& comm, const Communicator* self, const M
   const std::size_t lockstep_blocks = comm.size() > 1 ? bares.size() : 0;
   const std::size_t engine_blocks_from = bares.size() + lockstep_blocks;
   const std::size_t world_blocks = engine_blocks_from + runs.size();
-  const std::size_t blocks = world_blocks + (opts.baseline_one_rank ? bares.size() + runs.size() : 0);
+  const std::size_t one_rank_blocks = opts.baseline_one_rank ? bares.size() + runs.size() : 0;
+  const std::size_t blocks = world_blocks + one_rank_blocks;
   // The optimizers allocate their state in their first step: measured over Engine::step()
   // alone, so that the first forward's and backward's buffers are not counted.
   for (Trained& t : runs) engine_step(t, &t.rss_first_bytes);
