@@ -4,8 +4,9 @@
 // Cost per synchronising step, P values in B buckets on n ranks: B reduce-scatters of
 // P (+ padding) values in total (the same bytes per rank on the wire as the ring allreduce's
 // reduce-scatter half; 16-bit wires add a conversion pass of P values before and of P / n
-// after), then, after the optimizer step, B fp32 allgathers of P values, two copies of
-// P values (parameters into the buckets and back) and one zeroing pass over the storage.
+// after), then, after the optimizer step, B fp32 allgathers of P values, P / n values copied
+// from the parameters into the buckets and (n - 1) P / n back (each rank's own block is in
+// its parameters already), and one zeroing pass over the storage.
 // Ranks of one node keep the buckets in the shared segment: the fp32 reduce-scatters and the
 // allgathers then read the peers' buckets where they lie (shm zero copy: no copy in, two
 // synchronisations per bucket and collective).
@@ -110,9 +111,21 @@ void GradientSync::gather_parameters() {
     }
     comm_.allgather(storage_data_ + b.offset + r * b.block, storage_data_ + b.offset, b.block,
                     DType::f32, algorithm);
+    // The peers' blocks into the parameters; this rank's own block is there already (its
+    // pieces were stepped in place, the others left as they were).
+    const std::size_t lo = b.offset + r * b.block;
+    const std::size_t hi = lo + b.block;
     for (std::size_t k : b.params) {
       const Entry& e = params_[k];
-      std::copy_n(storage_data_ + e.offset, e.numel, e.parameter->value.data());
+      const std::size_t end = e.offset + e.numel;
+      float* value = e.parameter->value.data();
+      if (e.offset < lo) {
+        std::copy(storage_data_ + e.offset, storage_data_ + std::min(end, lo), value);
+      }
+      if (end > hi) {
+        const std::size_t from = std::max(e.offset, hi);
+        std::copy(storage_data_ + from, storage_data_ + end, value + (from - e.offset));
+      }
     }
   }
   // The storage held parameters: the next window accumulates from zero.
