@@ -20,9 +20,10 @@
 // the per-step fingerprint comparison, one 16-byte allreduce; "both" measures its cost as two
 // rows of the same run, column `check`); the first two take comma-separated lists or
 // "all". Every combination of a model gets a row, and all of them run in one process, in
-// blocks of --steps steps interleaved round-robin (bare steps of each precision, then each
-// engine; the order rotates every repeat), so that rows compared with each other saw the
-// same machine load. After each model's rows, one line per precision and overlap setting
+// blocks of --steps steps interleaved round-robin (bare steps of each precision, then, at
+// more than one rank, the same in lock-step (see lockstep_ms), then each engine; the order
+// rotates every repeat), so that rows compared with each other saw the same machine load.
+// After each model's rows, one line per precision and overlap setting
 // gives the ratio of exposed communication of each 16-bit wire type to f32, the quantity of
 // the goal "bf16 exposed comm <= 0.6x fp32" (784-1024-1024-10 at 2 ranks).
 //
@@ -671,10 +672,12 @@ int main(int argc, char** argv) {
                   opts.baseline_one_rank ? "on" : "off",
                   cores_of_this_thread() == 1 ? "backward thread" : "communication thread",
                   cores_of_this_thread());
-      std::printf("%-18s %6s %5s %5s %8s %6s %8s %8s %9s %11s %11s %11s %11s %13s %12s %9s %8s %5s %8s %8s\n",
-                  "model", "batch", "prec", "wire", "overlap", "check", "buckets", "wire_MB", "step_ms",
-                  "samples/s", "compute_ms", "lockstep_ms", "exposed_ms", "last_rank_ms", "overhead_ms",
-                  "overhead%", "skipped", "zero", "opt_MB", "rss1_MB");
+      std::printf("%-18s %6s %5s %5s %8s %6s %8s %8s %9s %11s %11s %11s %11s %13s %12s %9s "
+                  "%8s %5s %8s %8s\n",
+                  "model", "batch", "prec", "wire", "overlap", "check", "buckets", "wire_MB",
+                  "step_ms", "samples/s", "compute_ms", "lockstep_ms", "exposed_ms",
+                  "last_rank_ms", "overhead_ms", "overhead%", "skipped", "zero", "opt_MB",
+                  "rss1_MB");
       std::fflush(stdout);
     }
     nlohmann::json rows = nlohmann::json::array();
@@ -682,7 +685,8 @@ int main(int argc, char** argv) {
       const std::vector<Row> model_rows = run(comm, self ? &*self : nullptr, m, variants, opts);
       for (const Row& r : model_rows) {
         if (comm.rank() == 0) {
-          std::printf("%-18s %6zu %5s %5s %8s %6s %8zu %8.2f %9.3f %11.1f %11.3f %11.3f %11.3f %13.3f %12.3f %8.1f%% %8llu %5d %8.2f %8.2f\n",
+          std::printf("%-18s %6zu %5s %5s %8s %6s %8zu %8.2f %9.3f %11.1f %11.3f %11.3f "
+                      "%11.3f %13.3f %12.3f %8.1f%% %8llu %5d %8.2f %8.2f\n",
                       r.model.c_str(), r.batch, precision_name(r.precision).c_str(),
                       std::string(to_string(r.comm_dtype)).c_str(), r.overlap ? "on" : "off",
                       r.check ? "on" : "off",

@@ -76,7 +76,8 @@ struct ShmOptions {
   // Inputs in the arena (zero copy) always go slice by slice. Slice by slice at 2 ranks was
   // measured again on 2026-11-28 (ordinary buffers, two interleaved runs per L3 state): it
   // took 0.83-0.94x symmetric's time for f32 from 256 KiB to 8 MiB when the two cores share
-  // an L3 cache, but 1.20-1.47x for f32 and up to 1.30x for bf16 when they do not.
+  // an L3 cache, but 1.20-1.47x for f32 and up to 1.30x for bf16 when they do not; the cores
+  // move between the two states within seconds, so 2 ranks stay symmetric.
   int symmetric_max_ranks = 2;
   std::size_t symmetric_bytes = std::size_t{256} << 10;
   // How long one wait for peers may last; zero waits for ever.

@@ -3,8 +3,8 @@
 //
 //   deadline_program MODE TIMEOUT_S
 //
-// Every mode runs allreduces of 1024 fp32 values (collectives #1, #2, ...) with
-// Communicator::set_timeout(TIMEOUT_S):
+// Every mode runs allreduces of 1024 fp32 values (collectives #1, #2, ...; latency's #5 is
+// a barrier) with Communicator::set_timeout(TIMEOUT_S):
 //   stop         rank 1 stops itself (SIGSTOP) before #5: the others time out in #5
 //   skip         rank 1 skips #5 (it issues 9 of 10): the others time out in #10
 //   fingerprint  Communicator::check_collectives() after each allreduce; rank 1 reduces #5
@@ -16,9 +16,10 @@
 //                allreduce named Engine::backward elsewhere: CollectiveMismatch on every rank
 //   throw        stop, with TimeoutAction::throw_error: rank 0 catches CollectiveTimeout,
 //                prints it and ends the job with Communicator::abort(3)
-//   latency      #5 is Communicator::core_latency_ns() (its barrier is #5) and rank 1 stops
-//                before it: the others time out in that barrier, rank 0 included, whose
-//                probe partner never comes
+//   latency      #5 is Communicator::core_latency_ns() on every rank but 1, which issues the
+//                barrier that call begins with and then stops: rank 0 times out in the
+//                measurement itself, waiting for its probe partner; the others (3 ranks) in
+//                the allreduce that ends the call (#6)
 // A CollectiveMismatch or CollectiveTimeout is printed as "rank R caught: WHAT" and the
 // program exits 3; finishing every collective exits 0 ("rank R: done").
 
@@ -58,12 +59,15 @@ void run(const std::string& mode, const Communicator& comm) {
     return;
   }
   for (int i = 1; i <= 10; ++i) {
-    if (odd_rank && i == 5 && (mode == "stop" || mode == "throw" || mode == "latency")) {
-      raise(SIGSTOP);
-    }
+    if (odd_rank && i == 5 && (mode == "stop" || mode == "throw")) raise(SIGSTOP);
     const bool odd_call = odd_rank && i == 5;
     if (mode == "latency" && i == 5) {
-      comm.core_latency_ns();
+      if (odd_rank) {
+        comm.barrier();  // as core_latency_ns begins: rank 0 passes it, then probes in vain
+        raise(SIGSTOP);
+      } else {
+        comm.core_latency_ns();
+      }
     } else if (mode == "fingerprint") {
       allreduce(comm, data, odd_call ? ReduceOp::max : ReduceOp::sum);
       comm.check_collectives();
@@ -77,7 +81,8 @@ void run(const std::string& mode, const Communicator& comm) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: deadline_program stop|skip|fingerprint|debug|throw|latency TIMEOUT_S\n");
+    std::fprintf(stderr,
+                 "usage: deadline_program stop|skip|fingerprint|debug|throw|latency TIMEOUT_S\n");
     return 2;
   }
   const std::string mode = argv[1];

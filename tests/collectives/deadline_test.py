@@ -15,9 +15,10 @@ Scenarios (see deadline_program.cpp for what each rank does):
                first mismatched collective (#57) and both call sites
   throw        stop with TimeoutAction::throw_error: the waiting ranks catch CollectiveTimeout
                with the report's text
-  latency      rank 1 stops before Communicator::core_latency_ns() (#5, its barrier): every
-               other rank reports "rank R: barrier #5 timed out after 3 s: rank 1 did not
-               arrive (last seen at #4); ..." and the job ends within 3 + 10 s
+  latency      #5 is Communicator::core_latency_ns(); rank 1 issues only its barrier, then
+               stops: rank 0 reports "rank 0: core_latency_ns (after barrier #5) timed out
+               after 3 s: rank 1 stopped responding inside #5; ...", every other rank the
+               timeout of the call's closing allreduce (#6), and the job ends within 3 + 10 s
 """
 import argparse
 import os
@@ -65,14 +66,14 @@ def run(args, mode, env_extra=None):
     return proc.returncode, out, seconds, " ".join(cmd)
 
 
-def expect_timeout_reports(args, mode, seq, last_seen, what="allreduce(f32, 1024 elements)"):
+def expect_timeout_reports(args, mode, seq, last_seen):
     code, out, seconds, cmd = run(args, mode)
     context = f"{cmd}\nexit {code} after {seconds:.1f} s\n{out}"
     check(code != 0, "the job exited 0\n" + context)
     check(seconds < TIMEOUT_S + SLACK_S, "the job did not end within timeout + 10 s\n" + context)
     waiting = [r for r in range(args.ranks) if r != 1]
     for r in waiting:
-        line = (f"mpitrain: rank {r}: {what} #{seq} timed out after "
+        line = (f"mpitrain: rank {r}: allreduce(f32, 1024 elements) #{seq} timed out after "
                 f"{TIMEOUT_S} s: rank 1 did not arrive (last seen at #{last_seen}); arrived: "
                 f"{ranks_text(waiting)}; ending the job (MPI_Abort)")
         check(line in out, f"missing line:\n{line}\n" + context)
@@ -89,7 +90,23 @@ def scenario_skip(args):
 
 
 def scenario_latency(args):
-    expect_timeout_reports(args, "latency", 5, 4, what="barrier")
+    code, out, seconds, cmd = run(args, "latency")
+    context = f"{cmd}\nexit {code} after {seconds:.1f} s\n{out}"
+    check(code != 0, "the job exited 0\n" + context)
+    check(seconds < TIMEOUT_S + SLACK_S, "the job did not end within timeout + 10 s\n" + context)
+    waiting = [r for r in range(args.ranks) if r != 1]
+    lines = [f"mpitrain: rank 0: core_latency_ns (after barrier #5) timed out after {TIMEOUT_S} s: "
+             f"rank 1 stopped responding inside #5; arrived: {ranks_text(waiting)}; ending the "
+             "job (MPI_Abort)"]
+    # The ranks outside the measurement wait in the allreduce that ends the call.
+    others = [r for r in range(args.ranks) if r > 1]
+    lines += [f"mpitrain: rank {r}: allreduce(f64, 1 element) #6 timed out after {TIMEOUT_S} s: "
+              "rank 0 did not arrive (last seen at #5); rank 1 did not arrive (last seen at #5); "
+              f"arrived: {ranks_text(others)}; ending the job (MPI_Abort)" for r in others]
+    for line in lines:
+        check(line in out, f"missing line:\n{line}\n" + context)
+    for r in waiting:
+        check(f"rank {r}: done" not in out, f"rank {r} finished\n" + context)
 
 
 def scenario_fingerprint(args):
