@@ -66,11 +66,18 @@ def run(args, mode, env_extra=None):
     return proc.returncode, out, seconds, " ".join(cmd)
 
 
-def expect_timeout_reports(args, mode, seq, last_seen):
+def run_to_timeout(args, mode):
+    """Runs `mode`, which must end the job with an error within the timeout + SLACK_S;
+    returns (output, context for failure messages)."""
     code, out, seconds, cmd = run(args, mode)
     context = f"{cmd}\nexit {code} after {seconds:.1f} s\n{out}"
     check(code != 0, "the job exited 0\n" + context)
     check(seconds < TIMEOUT_S + SLACK_S, "the job did not end within timeout + 10 s\n" + context)
+    return out, context
+
+
+def expect_timeout_reports(args, mode, seq, last_seen):
+    out, context = run_to_timeout(args, mode)
     waiting = [r for r in range(args.ranks) if r != 1]
     for r in waiting:
         line = (f"mpitrain: rank {r}: allreduce(f32, 1024 elements) #{seq} timed out after "
@@ -90,10 +97,7 @@ def scenario_skip(args):
 
 
 def scenario_latency(args):
-    code, out, seconds, cmd = run(args, "latency")
-    context = f"{cmd}\nexit {code} after {seconds:.1f} s\n{out}"
-    check(code != 0, "the job exited 0\n" + context)
-    check(seconds < TIMEOUT_S + SLACK_S, "the job did not end within timeout + 10 s\n" + context)
+    out, context = run_to_timeout(args, "latency")
     waiting = [r for r in range(args.ranks) if r != 1]
     lines = [f"mpitrain: rank 0: core_latency_ns (after barrier #5) timed out after {TIMEOUT_S} s: "
              f"rank 1 stopped responding inside #5; arrived: {ranks_text(waiting)}; ending the "
@@ -141,10 +145,7 @@ def scenario_debug(args):
 
 
 def scenario_throw(args):
-    code, out, seconds, cmd = run(args, "throw")
-    context = f"{cmd}\nexit {code} after {seconds:.1f} s\n{out}"
-    check(code != 0, "the job exited 0\n" + context)
-    check(seconds < TIMEOUT_S + SLACK_S, "the job did not end within timeout + 10 s\n" + context)
+    out, context = run_to_timeout(args, "throw")
     waiting = [r for r in range(args.ranks) if r != 1]
     # Rank 0's Communicator::abort may end the job before the other ranks print.
     line = (f"rank 0 caught: rank 0: allreduce(f32, 1024 elements) #5 timed out after "
