@@ -167,10 +167,12 @@ GroupBench::Timings GroupBench::interleave(double probe, int block_iters_max, in
     if (iters > 0 || (w + 1) % check_walks != 0) continue;
     // Timed seconds only: the untimed rewrites of large outputs take about as long as a block.
     double timed = 0;
-    for (const BlockStats& st : t.stats) timed += st.seconds;
-    const double per_case = timed / static_cast<double>(cases_.size());
     double worst = 0;
-    for (const BlockStats& st : t.stats) worst = std::max(worst, st.rel_error(block_iters_max));
+    for (const BlockStats& st : t.stats) {
+      timed += st.seconds;
+      worst = std::max(worst, st.rel_error(block_iters_max));
+    }
+    const double per_case = timed / static_cast<double>(cases_.size());
     const bool more = per_case < kMinSeconds || t.done.front() < kMinIters ||
                       (worst > kTargetRelError && per_case < kMaxSeconds &&
                        t.done.front() < kMaxIters);
