@@ -32,6 +32,7 @@
 #include <mpitrain/collectives/mpi_error.hpp>
 #include <mpitrain/collectives/mpi_runtime.hpp>
 #include <mpitrain/collectives/request.hpp>
+#include <mpitrain/collectives/shared_buffer.hpp>
 
 // nn/: modules, layers, losses, optimizers, schedulers
 #include <mpitrain/nn/activation.hpp>

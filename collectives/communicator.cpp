@@ -270,9 +270,11 @@ void Communicator::use_algorithm_table(const std::string& path) {
   selection_ = agreed_selection(*this, path);
 }
 
-std::span<std::byte> Communicator::allocate_shared(std::size_t bytes) const {
+SharedBuffer Communicator::allocate_shared(std::size_t bytes) const {
   return ctx_->shm->allocate(bytes);
 }
+
+std::size_t Communicator::shared_bytes_mapped() const noexcept { return ctx_->shm->arena_bytes(); }
 
 std::optional<double> Communicator::core_latency_ns() const {
   constexpr int kRoundTrips = 2000;

@@ -34,6 +34,7 @@
 #include "mpitrain/collectives/dtype.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
 #include "mpitrain/collectives/request.hpp"
+#include "mpitrain/collectives/shared_buffer.hpp"
 
 namespace mpitrain {
 
@@ -105,12 +106,18 @@ class Communicator {
   std::string_view default_wire_allreduce_algorithm(std::size_t count, DType wire,
                                                     ReduceOp op) const;
 
-  // Returns `bytes` (rounded up to 64) of memory in the node's shared segment, 64-byte aligned
-  // and zero-filled, at the same offset on every rank: a buffer allocated here (the engine's
-  // gradient buckets) is read by peers in place by the shm algorithm (no copy in). Collective
-  // over the node: every rank calls it with the same size, in the same order. The memory
-  // lives as long as this communicator.
-  std::span<std::byte> allocate_shared(std::size_t bytes) const;
+  // Returns a handle to `bytes` (rounded up to 64) of memory in the node's shared segment,
+  // 64-byte aligned and zero-filled, at the same offset on every rank: a buffer allocated here
+  // (the engine's gradient buckets) is read by peers in place by the shm algorithm (no copy
+  // in). Collective over the node: every rank calls it with the same size, in the same order.
+  // The handle's end releases the memory (shared_buffer.hpp); this call first returns to the
+  // system the buffers every rank of the node has released, and the communicator's end the
+  // rest.
+  [[nodiscard]] SharedBuffer allocate_shared(std::size_t bytes) const;
+  // Returns the bytes of this rank's shared memory from allocate_shared now mapped: each
+  // buffer rounded up to whole pages, released ones that the next allocate_shared returns
+  // included.
+  std::size_t shared_bytes_mapped() const noexcept;
 
   // ---- deadlines and desynchronisation (collective_timeout.hpp, DESIGN.md section 2) ----
   // Sets how long a rank waits for its peers in any one wait of a collective (each MPI call,

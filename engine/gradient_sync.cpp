@@ -366,8 +366,10 @@ void GradientSync::allocate_storage() {
   // (no copy in). Every rank allocates the same size here (prepare agreed on the layout).
   bucket_algorithm_ = options_.algorithm;
   if (comm_.size() > 1 && comm_.node_count() == 1) {
-    const std::span<std::byte> shared = comm_.allocate_shared(storage_count_ * sizeof(float));
-    storage_data_ = reinterpret_cast<float*>(shared.data());  // zero-filled, 64-byte aligned
+    shared_storage_ = comm_.allocate_shared(storage_count_ * sizeof(float));
+    // Zero-filled, 64-byte aligned; released when this object goes (a later prepare on the same
+    // communicator returns it).
+    storage_data_ = reinterpret_cast<float*>(shared_storage_.bytes().data());
     // fp32 buckets there are reduced in place by shm without a copy whatever their size,
     // which the size bands of the default table (measured on copied buffers) do not know.
     if (options_.algorithm == kDefaultAlgorithm && options_.comm_dtype == DType::f32) {

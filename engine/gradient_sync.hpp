@@ -79,6 +79,7 @@
 #include "mpitrain/collectives/comm_stream.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/dtype.hpp"
+#include "mpitrain/collectives/shared_buffer.hpp"
 #include "mpitrain/engine/engine_config.hpp"
 #include "mpitrain/nn/parameter.hpp"
 
@@ -256,10 +257,11 @@ class GradientSync {
     void operator()(void* p) const noexcept;
   };
   // 64-byte aligned (2 MiB and huge pages from 2 MiB up), buckets at 64-byte offsets.
-  // The flat gradient storage: in the communicator's shared segment (owned by it) when every
-  // rank is on one node, else owned here (storage_).
+  // The flat gradient storage: in the communicator's shared segment (shared_storage_) when
+  // every rank is on one node, else in private memory (storage_).
   float* storage_data_ = nullptr;
   std::string bucket_algorithm_;  // options_.algorithm, or "shm" for shared fp32 buckets
+  SharedBuffer shared_storage_;
   std::unique_ptr<float[], FreeDeleter> storage_;
   std::size_t storage_count_ = 0;
   std::size_t unused_slot_ = 0;  // storage index of the unused-count element

@@ -86,12 +86,12 @@ void GroupBench::allocate_and_fill(std::size_t nominal_count, const std::vector<
   buffers_.clear();
   std::span<std::byte> memory;
   if (placement_.shared) {
-    if (need > shared_memory_.size()) {
+    if (need > shared_memory_.bytes().size()) {
       throw std::logic_error("collective_bench: a group needs " + std::to_string(need) +
-                             " bytes of shared memory, " + std::to_string(shared_memory_.size()) +
-                             " were reserved");
+                             " bytes of shared memory, " +
+                             std::to_string(shared_memory_.bytes().size()) + " were reserved");
     }
-    memory = shared_memory_.first(need);
+    memory = shared_memory_.bytes().first(need);
     std::memset(memory.data(), 0, memory.size());
   } else {
     private_memory_.clear();  // the previous group's memory goes first

@@ -94,7 +94,7 @@ class GroupBench {
   std::vector<Runner> runners_;  // per algorithm, as algos_
   Placement placement_;
   std::vector<std::byte> private_memory_;  // the current group's buffers (private)
-  std::span<std::byte> shared_memory_;     // every group's buffers (shared), reused
+  SharedBuffer shared_memory_;             // every group's buffers (shared), reused
   std::vector<Buffers> buffers_;  // per type of the current group
   std::vector<Case> cases_;       // the rows of the current group
 };

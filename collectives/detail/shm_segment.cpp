@@ -345,16 +345,52 @@ void ShmSegment::sleep_on(int peer, std::size_t at, std::size_t sleepers_at, std
   }
 }
 
-std::span<std::byte> ShmSegment::allocate(std::size_t bytes) {
+SharedBuffer ShmSegment::allocate(std::size_t bytes) {
+  free_released();
   if (bytes == 0) return {};
   const std::size_t rounded = round_up(bytes, kCacheLine);
   Region region = allocate_window(round_up(rounded, kPage), "shared-memory arena");
   region.offset = arena_end_;
+  region.released = std::make_shared<std::atomic<bool>>(false);
   arena_end_ += region.bytes;
   std::byte* mine = region.bases[static_cast<std::size_t>(rank_)];
   std::memset(mine, 0, region.bytes);
+  std::shared_ptr<std::atomic<bool>> released = region.released;
   arena_.push_back(std::move(region));
-  return {mine, rounded};
+  return SharedBuffer({mine, rounded}, std::move(released));
+}
+
+// Every rank holds the same windows in the same order (allocate() is collective), so a bitwise
+// AND of the per-rank "released" marks names, alike on every rank, the windows no rank still
+// uses; they are freed in arena order, which MPI_Win_free (collective) needs. Arena offsets are
+// never reused: an offset read before a free cannot name a later buffer.
+void ShmSegment::free_released() {
+  if (arena_.empty()) return;
+  std::vector<unsigned char> everywhere(arena_.size());
+  for (std::size_t i = 0; i < arena_.size(); ++i) {
+    everywhere[i] = arena_[i].released->load(std::memory_order_acquire) ? 1 : 0;
+  }
+  // One window per allocation: far fewer than 2^31 of them.
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, everywhere.data(), static_cast<int>(everywhere.size()),
+                          MPI_UNSIGNED_CHAR, MPI_BAND, comm_),
+            "MPI_Allreduce (released shared-memory arena windows)", rank_, everywhere.size());
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < arena_.size(); ++i) {
+    if (everywhere[i] != 0) {
+      check_mpi(MPI_Win_free(&arena_[i].win), "MPI_Win_free (shared-memory arena)", rank_,
+                arena_[i].bytes);
+      continue;
+    }
+    if (kept != i) arena_[kept] = std::move(arena_[i]);
+    ++kept;
+  }
+  arena_.resize(kept);
+}
+
+std::size_t ShmSegment::arena_bytes() const noexcept {
+  std::size_t total = 0;
+  for (const Region& region : arena_) total += region.bytes;
+  return total;
 }
 
 bool ShmSegment::owns(const void* p) const noexcept {

@@ -28,7 +28,10 @@
 // Arena: allocate(bytes) adds one window per call (collective over the node, same sizes in the
 // same order on every rank); an arena offset names the same byte on every rank, and
 // peer_address(peer, offset) finds it in a peer's memory. Buffers there are read by peers in
-// place (zero copy) by shm_allreduce.
+// place (zero copy) by shm_allreduce. A SharedBuffer's end marks its window released (no MPI
+// call); each allocate() first frees, by one MPI_Allreduce of the released marks, the windows
+// every rank has released, so a program that allocates again after releasing (an engine
+// prepared again) keeps one set of buffers mapped, not one per allocation.
 //
 // Construction, allocate() and destruction are collective over the node communicator (they
 // create and free MPI windows). After a timeout the segment is broken: its sequence numbers
@@ -41,11 +44,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "mpitrain/collectives/shared_buffer.hpp"
 
 namespace mpitrain::detail {
 
@@ -185,10 +191,15 @@ class ShmSegment {
   std::uint64_t reported(int peer) const noexcept;
 
   // ---- arena ----------------------------------------------------------------------------
-  // Returns `bytes` (rounded up to 64) of shared memory at the same arena offset on every
-  // rank, 64-byte aligned, zero-filled. Collective: every rank calls it with the same size, in
-  // the same order. Lives until the segment is destroyed.
-  std::span<std::byte> allocate(std::size_t bytes);
+  // Returns a handle to `bytes` (rounded up to 64) of shared memory at the same arena offset
+  // on every rank, 64-byte aligned, zero-filled; empty for 0 bytes. Collective: every rank
+  // calls it with the same size, in the same order. First frees the windows every rank has
+  // released (one MPI_Allreduce when the arena is not empty). The memory lives until every
+  // rank has released its handle and allocate() runs again, or the segment is destroyed.
+  [[nodiscard]] SharedBuffer allocate(std::size_t bytes);
+  // Returns the bytes of this rank's part of the arena now mapped (each allocation rounded up
+  // to whole pages; released windows not yet freed included).
+  std::size_t arena_bytes() const noexcept;
   // Returns true when p lies in memory allocate() returned to this rank.
   bool owns(const void* p) const noexcept;
   // Returns the arena offset of p when [p, p + bytes) lies in one allocation of this rank.
@@ -202,8 +213,11 @@ class ShmSegment {
     std::vector<std::byte*> bases;  // per rank
     std::uint64_t offset = 0;       // arena offset of the region's first byte
     std::size_t bytes = 0;
+    std::shared_ptr<std::atomic<bool>> released;  // set by the SharedBuffer's end (arena)
   };
   Region allocate_window(std::size_t bytes_per_rank, const char* what);
+  // Frees the arena windows every rank of the node has released (collective).
+  void free_released();
   std::atomic_ref<std::uint64_t> sequence_slot(int peer) const noexcept;
   // Returns the address of `peer`'s 64-bit word at byte `at` of its control slot.
   std::uint64_t* control_address(int peer, std::size_t at) const noexcept;

@@ -96,7 +96,8 @@ TEST_F(HierarchicalTest, SeveralPipelinedPiecesInTheSharedSegment) {
   constexpr std::size_t kCount = 2621442;
   const DType t = DType::f32;
   const Buffer in = inputs(t, comm_.rank(), kCount);
-  std::span<std::byte> shared = comm_.allocate_shared(in.bytes.size());
+  const SharedBuffer buffer = comm_.allocate_shared(in.bytes.size());
+  const std::span<std::byte> shared = buffer.bytes();
   std::copy(in.bytes.begin(), in.bytes.end(), shared.begin());
   comm_.allreduce(shared.data(), shared.data(), kCount, t, ReduceOp::sum, "hierarchical");
   Buffer got(kCount, t);

@@ -226,7 +226,8 @@ TEST_P(ShmCollectivesTest, ZeroCopyFromTheArenaGivesTheSameResults) {
   for (DType t : {DType::f32, DType::bf16, DType::f64, DType::u8}) {
     const std::size_t eb = dtype_bytes(t);
     const std::size_t count = 4 * kWorkspaceBytes / eb + 9;
-    const std::span<std::byte> arena = seg_.allocate((count + 1) * eb);
+    const SharedBuffer arena_buffer = seg_.allocate((count + 1) * eb);
+    const std::span<std::byte> arena = arena_buffer.bytes();
     for (ReduceOp op : kAllOps) {
       for (bool only_even : {false, true}) {
         SCOPED_TRACE(describe(t, op, count) + (only_even ? " even ranks" : " all ranks"));
@@ -253,7 +254,8 @@ TEST_P(ShmCollectivesTest, SmallArenaAllreducesAreCopiedInWithOneSynchronisation
   // synchronisations in all whatever the size. One rank synchronises nothing.
   const std::size_t small = (std::size_t{2} << 10) / sizeof(float) - 1;
   const std::size_t large = small + 1;
-  const std::span<std::byte> arena = seg_.allocate(large * sizeof(float));
+  const SharedBuffer arena_buffer = seg_.allocate(large * sizeof(float));
+  const std::span<std::byte> arena = arena_buffer.bytes();
   for (std::size_t count : {small, large}) {
     SCOPED_TRACE(describe(DType::f32, ReduceOp::sum, count));
     const Buffer in = inputs(DType::f32, rank(), count);
@@ -280,7 +282,8 @@ TEST_P(ShmCollectivesTest, InPlaceArenaAllreduceSaysWhetherTheResultIsFinite) {
   // rank alone holds, wherever it lies (in any rank's slice), and for finite values whose sum
   // overflows. Every other path leaves the answer unset, as does one rank (nothing combined).
   const std::size_t count = 3 * kWorkspaceBytes / sizeof(float) + 7;  // several chunks
-  const std::span<std::byte> arena = seg_.allocate((count + 1) * sizeof(float));
+  const SharedBuffer arena_buffer = seg_.allocate((count + 1) * sizeof(float));
+  const std::span<std::byte> arena = arena_buffer.bytes();
   auto* data = reinterpret_cast<float*>(arena.data());
   // Returns the answer of an in-place allreduce of `buffer` (count values, set to 1..7 and
   // then changed by `poke`) as 0 unset, 1 finite, 2 not finite, after checking that every
@@ -338,7 +341,8 @@ TEST_P(ShmCollectivesTest, ZeroCopyReduceScatterFromTheArenaGivesTheSameResults)
   for (DType t : kAllTypes) {
     const std::size_t eb = dtype_bytes(t);
     const std::size_t most = counts(t).back();
-    const std::span<std::byte> arena = seg_.allocate((n() * most + 1) * eb);
+    const SharedBuffer arena_buffer = seg_.allocate((n() * most + 1) * eb);
+    const std::span<std::byte> arena = arena_buffer.bytes();
     for (ReduceOp op : kAllOps) {
       for (std::size_t recv_count : counts(t)) {
         for (bool only_even : {false, true}) {
@@ -375,7 +379,8 @@ TEST_P(ShmCollectivesTest, ZeroCopyAllgatherFromTheArenaGivesTheSameResults) {
   // copy path.
   for (DType t : kAllTypes) {
     const std::size_t eb = dtype_bytes(t);
-    const std::span<std::byte> arena = seg_.allocate((n() * counts(t).back() + 1) * eb);
+    const SharedBuffer arena_buffer = seg_.allocate((n() * counts(t).back() + 1) * eb);
+    const std::span<std::byte> arena = arena_buffer.bytes();
     for (std::size_t send_count : counts(t)) {
       for (bool only_even : {false, true}) {
         SCOPED_TRACE(describe(t, ReduceOp::sum, send_count) +
@@ -418,7 +423,8 @@ TEST_P(ShmCollectivesTest, ThousandsOfRandomCollectivesBackToBack) {
   // copy, decided per rank, so that consecutive calls of one kind and of the other follow
   // each other closely (and a rank rewrites its arena send right after a zero-copy call).
   std::mt19937_64 rng(20240613);  // the same sequence of calls on every rank
-  const std::span<std::byte> arena = seg_.allocate(n() * 3000 * sizeof(double));
+  const SharedBuffer arena_buffer = seg_.allocate(n() * 3000 * sizeof(double));
+  const std::span<std::byte> arena = arena_buffer.bytes();
   std::size_t wrong = 0;
   for (int call = 0; call < 3000; ++call) {
     const DType t = kAllTypes[rng() % std::size(kAllTypes)];

@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   mpitrain::detail::ShmSegment seg(node);
   std::vector<float> data(1 << 20, 1.0f);
-  const std::span<std::byte> arena = seg.allocate(data.size() * sizeof(float));
+  const mpitrain::SharedBuffer buffer = seg.allocate(data.size() * sizeof(float));
+  const std::span<std::byte> arena = buffer.bytes();
   mpitrain::detail::shm_allreduce(seg, data.data(), data.data(), data.size(),
                                   mpitrain::DType::f32, mpitrain::ReduceOp::max);
   std::printf("ready %d %d\n", seg.rank(), static_cast<int>(getpid()));

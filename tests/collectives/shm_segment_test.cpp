@@ -69,9 +69,11 @@ TEST_F(ShmSegmentTest, SequenceNumbersOrderWritesAcrossRanks) {
 
 TEST_F(ShmSegmentTest, ArenaGivesTheSameOffsetOnEveryRank) {
   ShmSegment seg(node_.get());
-  EXPECT_TRUE(seg.allocate(0).empty());
-  const std::span<std::byte> a = seg.allocate(1000);
-  const std::span<std::byte> b = seg.allocate(3 * 4096 + 1);
+  EXPECT_TRUE(seg.allocate(0).bytes().empty());
+  const SharedBuffer a_buffer = seg.allocate(1000);
+  const SharedBuffer b_buffer = seg.allocate(3 * 4096 + 1);
+  const std::span<std::byte> a = a_buffer.bytes();
+  const std::span<std::byte> b = b_buffer.bytes();
   ASSERT_EQ(a.size(), 1024u);  // rounded up to whole cache lines
   ASSERT_EQ(b.size(), 3u * 4096 + 64);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.data()) % 64, 0u);
@@ -105,6 +107,48 @@ TEST_F(ShmSegmentTest, ArenaGivesTheSameOffsetOnEveryRank) {
     EXPECT_EQ(pb[b.size() - 6], std::byte(100 + q));
   }
   seg.wait_all(seg.publish(), "test");
+}
+
+TEST_F(ShmSegmentTest, ArenaFreesWhatEveryRankReleasedAtTheNextAllocation) {
+  // Sizes in pages (4096 bytes) of this rank's part: a 1, b 4, c 2, d 1.
+  constexpr std::size_t kPage = 4096;
+  ShmSegment seg(node_.get());
+  SharedBuffer a = seg.allocate(1000);
+  SharedBuffer b = seg.allocate(3 * kPage + 1);
+  EXPECT_EQ(seg.arena_bytes(), 5 * kPage);
+  std::byte* const old_a = a.bytes().data();
+  std::memset(old_a, 0xff, a.bytes().size());
+  a.reset();
+  EXPECT_TRUE(a.bytes().empty());
+  EXPECT_EQ(seg.arena_bytes(), 5 * kPage);  // released, not freed: no MPI call in reset()
+
+  // Every rank released a: the next allocation frees it, whatever its size.
+  const SharedBuffer c = seg.allocate(2 * kPage);
+  EXPECT_EQ(seg.arena_bytes(), 6 * kPage);
+  EXPECT_TRUE(std::all_of(c.bytes().begin(), c.bytes().end(),
+                          [](std::byte x) { return x == std::byte{0}; }));
+  const auto off_c = seg.arena_offset(c.bytes().data(), c.bytes().size());
+  ASSERT_TRUE(off_c.has_value());
+  EXPECT_EQ(test::gather_all(node_, *off_c), std::vector<std::uint64_t>(seg.size(), *off_c));
+  std::memset(c.bytes().data(), 7 + seg.rank(), c.bytes().size());
+  seg.wait_all(seg.publish(), "test");
+  for (int q = 0; q < seg.size(); ++q) {
+    const std::byte* pc = seg.peer_address(q, *off_c);
+    ASSERT_NE(pc, nullptr);
+    EXPECT_EQ(pc[c.bytes().size() - 1], std::byte(7 + q));
+  }
+  seg.wait_all(seg.publish(), "test");
+
+  // b released by rank 0 alone stays mapped (the others still use it) until all have.
+  if (seg.rank() == 0) b.reset();
+  SharedBuffer d = seg.allocate(64);
+  EXPECT_EQ(seg.arena_bytes(), (seg.size() == 1 ? 3 : 7) * kPage);
+  EXPECT_EQ(seg.owns(b.bytes().data()), seg.rank() != 0);
+  b.reset();
+  d = SharedBuffer();  // a move-assignment releases what the handle held
+  EXPECT_TRUE(seg.allocate(0).bytes().empty());  // frees, allocates nothing
+  EXPECT_EQ(seg.arena_bytes(), 2 * kPage);
+  EXPECT_TRUE(seg.owns(c.bytes().data()));
 }
 
 // Returns the CPU time this thread has used.

@@ -221,6 +221,39 @@ TEST_F(EngineTest, PrepareBroadcastsRankZerosParameters) {
   EXPECT_EQ(flatten(model.parameters()), flatten(rank0.parameters()));
 }
 
+TEST_F(EngineTest, PreparingAgainAndNewEnginesMapOneSetOfSharedBuckets) {
+  // A sweep in one job: the same engine prepared again, then engines made and dropped, on one
+  // communicator. On one node each holds its buckets in the shared segment; what is mapped
+  // stays one engine's buckets (the first prepare's), and each one still trains: a step gives
+  // the same parameters on every rank.
+  auto ds = synthetic(n() * 8);
+  const std::size_t before = comm_.shared_bytes_mapped();
+  std::size_t one_set = 0;
+  auto train_one_step = [&](Engine& engine, nn::Sequential& model, nn::AdamW& opt) {
+    data::DataLoader loader(ds, loader_options(8));
+    engine.prepare(model, opt, loader);
+    const std::size_t mapped = comm_.shared_bytes_mapped() - before;
+    if (one_set == 0) one_set = mapped;
+    EXPECT_EQ(mapped, one_set);
+    data::Batch b;
+    ASSERT_TRUE(engine.next_batch(b));
+    engine.backward(nn::cross_entropy(model.forward(b.features), b.labels).grad);
+    ASSERT_TRUE(engine.step());
+    EXPECT_TRUE(identical_on_all_ranks(comm_, flatten(model.parameters())));
+  };
+  nn::Sequential model = mlp();
+  nn::AdamW opt(model.parameters(), {});
+  {
+    Engine engine({}, comm_);
+    for (int k = 0; k < 3; ++k) train_one_step(engine, model, opt);
+  }
+  for (int k = 0; k < 3; ++k) {
+    Engine engine({}, comm_);
+    train_one_step(engine, model, opt);
+  }
+  EXPECT_EQ(one_set > 0, comm_.size() > 1 && comm_.node_count() == 1);
+}
+
 TEST_F(EngineTest, OverlapOnAndOffGiveBitIdenticalParameters) {
   auto ds = synthetic(5 * n() * 6);
   std::vector<std::vector<float>> results;

@@ -185,6 +185,35 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.reduce_on == ReduceOn::caller ? "_on_caller" : "");
     });
 
+TEST_F(GradientSyncTest, ASynchroniserMadeAgainMapsNoMoreSharedMemory) {
+  // An engine prepared again on the same communicator (a sweep in one job) builds a new
+  // synchroniser. On one node the buckets live in the shared segment: the old synchroniser's
+  // go back at the new one's allocation, so what is mapped stays one storage (whole pages),
+  // not one per synchroniser. Each round's reduction, read in place, is still exact.
+  constexpr std::size_t kPage = 4096;
+  const int n = comm_.size();
+  auto params = make_params({4096, 1024, 2048, 64});
+  const bool shared = n > 1 && comm_.node_count() == 1;
+  const std::size_t before = comm_.shared_bytes_mapped();
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    GradientSync sync(synced(params), stream_, GradientSyncOptions{});
+    const std::size_t storage = sync.memory().gradient_bytes;
+    ASSERT_GT(storage, 0u);
+    EXPECT_EQ(comm_.shared_bytes_mapped() - before,
+              shared ? (storage + kPage - 1) / kPage * kPage : 0u);
+    fill_grads(params, comm_.rank());
+    sync.begin_sync();
+    for (const auto& p : params) sync.mark_ready(*p);
+    sync.finish();
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      for (std::size_t i = 0; i < params[k]->grad.numel(); ++i) {
+        ASSERT_EQ(params[k]->grad[i], summed_value(n, k, i)) << params[k]->name << "[" << i << "]";
+      }
+    }
+  }
+}
+
 TEST_F(GradientSyncTest, ReportsWhetherTheReducedGradientsAreFinite) {
   // Ranks of one node keep their buckets in the shared segment, where shm reduces them in
   // place and checks what it combined: the report says per bucket whether every reduced
