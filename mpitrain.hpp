@@ -66,8 +66,10 @@
 #include <mpitrain/data/distributed_sampler.hpp>
 #include <mpitrain/data/hdf5_dataset.hpp>
 #include <mpitrain/data/idx_dataset.hpp>
+#include <mpitrain/data/mapped_file.hpp>
 #include <mpitrain/data/synthetic_dataset.hpp>
 #include <mpitrain/data/text_dataset.hpp>
+#include <mpitrain/data/token_sequence.hpp>
 #include <mpitrain/data/token_shard.hpp>
 #include <mpitrain/data/token_windows.hpp>
 #include <mpitrain/data/torch_randperm.hpp>

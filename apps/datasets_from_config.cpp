@@ -115,18 +115,18 @@ data::TokenCorpus read_shards(const TrainConfig& config, const std::string& key,
   }
 }
 
-// Returns the windows of tokens [begin, end) of `tokens` (of `corpus`, read from `key`'s
-// pattern), described as the `range` of that pattern.
+// Returns the windows of tokens [begin, end) of `corpus` (read from `key`'s pattern),
+// described as the `range` of that pattern.
 std::shared_ptr<const data::Dataset> token_windows(const TrainConfig& config, const std::string& key,
-                                                   const data::TokenCorpus& corpus,
-                                                   std::shared_ptr<const std::vector<std::uint16_t>> tokens,
-                                                   std::size_t begin, std::size_t end, const std::string& range) {
+                                                   const data::TokenCorpus& corpus, std::size_t begin,
+                                                   std::size_t end, const std::string& range) {
   const auto& t = config.data.tokens;
-  const std::string name =
-      fmt::format("tokens {} ({} file{}, {} tokens): {} [{}, {})", key == "data.tokens.val" ? *t.val : *t.train,
-                  corpus.files.size(), corpus.files.size() == 1 ? "" : "s", tokens->size(), range, begin, end);
+  const std::string name = fmt::format("tokens {} ({} file{}, {} tokens): {} [{}, {})",
+                                       key == "data.tokens.val" ? *t.val : *t.train, corpus.files.size(),
+                                       corpus.files.size() == 1 ? "" : "s", corpus.tokens.size(), range, begin,
+                                       end);
   try {
-    return std::make_shared<data::TokenWindows<std::uint16_t>>(std::move(tokens), begin, end,
+    return std::make_shared<data::TokenWindows<std::uint16_t>>(corpus.tokens, begin, end,
                                                                static_cast<std::size_t>(t.block_size),
                                                                static_cast<std::size_t>(t.vocab_size), name, "tokens");
   } catch (const std::invalid_argument& e) {
@@ -140,20 +140,16 @@ std::shared_ptr<const data::Dataset> token_windows(const TrainConfig& config, co
 // window), as text data holds out its tail.
 void open_tokens(const TrainConfig& config, DataSets& sets) {
   const auto& t = config.data.tokens;
-  data::TokenCorpus train = read_shards(config, "data.tokens.train", *t.train);
+  const data::TokenCorpus train = read_shards(config, "data.tokens.train", *t.train);
   const std::size_t n = train.tokens.size();
   const std::size_t split =
       t.val ? n : static_cast<std::size_t>(static_cast<double>(n) * (1.0 - t.validation_fraction));
-  const auto tokens = std::make_shared<const std::vector<std::uint16_t>>(std::move(train.tokens));
-  sets.train = token_windows(config, "data.tokens.train", train, tokens, 0, split, "training tokens");
+  sets.train = token_windows(config, "data.tokens.train", train, 0, split, "training tokens");
   if (t.val) {
-    data::TokenCorpus val = read_shards(config, "data.tokens.val", *t.val);
-    const std::size_t m = val.tokens.size();
-    sets.test = token_windows(config, "data.tokens.val", val,
-                              std::make_shared<const std::vector<std::uint16_t>>(std::move(val.tokens)), 0, m,
-                              "validation tokens");
+    const data::TokenCorpus val = read_shards(config, "data.tokens.val", *t.val);
+    sets.test = token_windows(config, "data.tokens.val", val, 0, val.tokens.size(), "validation tokens");
   } else if (n - split > static_cast<std::size_t>(t.block_size)) {
-    sets.test = token_windows(config, "data.tokens.train", train, tokens, split, n, "validation tokens");
+    sets.test = token_windows(config, "data.tokens.train", train, split, n, "validation tokens");
   }
   sets.num_classes = static_cast<std::size_t>(t.vocab_size);
 }

@@ -40,7 +40,8 @@ class TextDataset final : public TokenWindows<std::uint8_t> {
   // "text NAME (W windows of B byte tokens)". Throws std::invalid_argument as TokenWindows.
   TextDataset(std::shared_ptr<const std::vector<std::uint8_t>> tokens, std::size_t begin, std::size_t end,
               std::size_t block_size, const std::string& name)
-      : TokenWindows(std::move(tokens), begin, end, block_size, 256, "text " + name, "byte tokens") {}
+      : TokenWindows(TokenSequence<std::uint8_t>(std::move(tokens)), begin, end, block_size, 256,
+                     "text " + name, "byte tokens") {}
 };
 
 }  // namespace mpitrain::data

@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
+
+#include "mpitrain/data/mapped_file.hpp"
 
 namespace mpitrain::data {
 namespace {
@@ -29,7 +31,7 @@ std::runtime_error shard_error(const fs::path& file, const std::string& what) {
 }
 
 // Throws naming the first token of `tokens` that is not below `vocab`.
-void check_vocabulary(const fs::path& file, const std::vector<std::uint16_t>& tokens, std::size_t vocab) {
+void check_vocabulary(const fs::path& file, std::span<const std::uint16_t> tokens, std::size_t vocab) {
   const auto bad = std::find_if(tokens.begin(), tokens.end(), [vocab](std::uint16_t t) { return t >= vocab; });
   if (bad != tokens.end()) {
     throw shard_error(file, "token " + std::to_string(bad - tokens.begin()) + " (of " + std::to_string(tokens.size()) +
@@ -37,6 +39,66 @@ void check_vocabulary(const fs::path& file, const std::vector<std::uint16_t>& to
                                 std::to_string(vocab));
   }
 }
+
+// Returns `file` mapped into memory; throws naming the file when it cannot be read.
+MappedFile map_shard(const fs::path& file) {
+  std::error_code size_error;
+  static_cast<void>(fs::file_size(file, size_error));
+  if (size_error) throw shard_error(file, "cannot read it: " + size_error.message());
+  try {
+    return MappedFile(file);
+  } catch (const std::runtime_error& e) {
+    throw shard_error(file, std::string("cannot read it: ") + e.what());
+  }
+}
+
+// Returns the tokens of the shard whose bytes are `bytes` (a mapping of `file`, page-aligned),
+// as they lie there (little-endian), after checking the header and the size; throws naming
+// the file and the defect.
+std::span<const std::uint16_t> checked_tokens(const fs::path& file, std::span<const std::byte> bytes) {
+  const std::size_t size = bytes.size();
+  if (size < kTokenShardHeaderBytes) {
+    throw shard_error(file, "truncated: " + std::to_string(size) + " bytes, shorter than the " +
+                                std::to_string(kTokenShardHeaderBytes) + "-byte header");
+  }
+  std::array<unsigned char, kTokenShardHeaderBytes> header{};
+  std::memcpy(header.data(), bytes.data(), header.size());
+  if (header_word(header, 0) != kTokenShardMagic) {
+    throw shard_error(file, "magic number " + std::to_string(header_word(header, 0)) + ", not llm.c's " +
+                                std::to_string(kTokenShardMagic) + " (not a token shard)");
+  }
+  if (header_word(header, 1) != kTokenShardVersion) {
+    throw shard_error(file, "version " + std::to_string(header_word(header, 1)) +
+                                ", not 1 (uint16 tokens, the only version read)");
+  }
+  const std::int32_t count = header_word(header, 2);
+  if (count < 0) throw shard_error(file, "negative token count " + std::to_string(count));
+  const std::size_t payload = size - kTokenShardHeaderBytes;
+  const std::size_t wanted = 2 * static_cast<std::size_t>(count);
+  if (payload < wanted) {
+    throw shard_error(file, "truncated: the header says " + std::to_string(count) + " tokens, but " +
+                                std::to_string(payload) + " bytes follow it (" + std::to_string(wanted) + " needed)");
+  }
+  if (payload > wanted) {
+    throw shard_error(file, "the header's count of " + std::to_string(count) + " tokens (" + std::to_string(wanted) +
+                                " bytes) does not match the " + std::to_string(payload) +
+                                " bytes after the header");
+  }
+  // The payload starts 1024 bytes into a page-aligned mapping: aligned for uint16.
+  return {reinterpret_cast<const std::uint16_t*>(bytes.data() + kTokenShardHeaderBytes),
+          static_cast<std::size_t>(count)};
+}
+
+// Swaps the bytes of every token (the file's little-endian ids on a big-endian host).
+void swap_bytes(std::vector<std::uint16_t>& tokens) {
+  for (std::uint16_t& t : tokens) t = static_cast<std::uint16_t>(t >> 8 | t << 8);
+}
+
+// What keeps a corpus's tokens alive: the files' mappings, or (on a big-endian host) copies.
+struct ShardStorage {
+  std::vector<MappedFile> maps;
+  std::vector<std::vector<std::uint16_t>> copies;
+};
 
 // Returns the files of `pattern` in name order (byte order), or the pattern itself
 // when it is an existing file; throws when nothing matches.
@@ -65,45 +127,10 @@ std::vector<fs::path> matching_files(const std::string& pattern) {
 }  // namespace
 
 std::vector<std::uint16_t> read_token_shard(const fs::path& file, std::size_t vocab) {
-  std::error_code size_error;
-  const std::uintmax_t size = fs::file_size(file, size_error);
-  if (size_error) throw shard_error(file, "cannot read it: " + size_error.message());
-  std::ifstream in(file, std::ios::binary);
-  if (!in.is_open()) throw shard_error(file, std::string("cannot open it: ") + std::strerror(errno));
-  std::array<unsigned char, kTokenShardHeaderBytes> header{};
-  if (size < kTokenShardHeaderBytes || !in.read(reinterpret_cast<char*>(header.data()), header.size())) {
-    throw shard_error(file, "truncated: " + std::to_string(size) + " bytes, shorter than the " +
-                                std::to_string(kTokenShardHeaderBytes) + "-byte header");
-  }
-  if (header_word(header, 0) != kTokenShardMagic) {
-    throw shard_error(file, "magic number " + std::to_string(header_word(header, 0)) + ", not llm.c's " +
-                                std::to_string(kTokenShardMagic) + " (not a token shard)");
-  }
-  if (header_word(header, 1) != kTokenShardVersion) {
-    throw shard_error(file, "version " + std::to_string(header_word(header, 1)) +
-                                ", not 1 (uint16 tokens, the only version read)");
-  }
-  const std::int32_t count = header_word(header, 2);
-  if (count < 0) throw shard_error(file, "negative token count " + std::to_string(count));
-  const std::uintmax_t payload = size - kTokenShardHeaderBytes;
-  const std::uintmax_t wanted = 2 * static_cast<std::uintmax_t>(count);
-  if (payload < wanted) {
-    throw shard_error(file, "truncated: the header says " + std::to_string(count) + " tokens, but " +
-                                std::to_string(payload) + " bytes follow it (" + std::to_string(wanted) + " needed)");
-  }
-  if (payload > wanted) {
-    throw shard_error(file, "the header's count of " + std::to_string(count) + " tokens (" + std::to_string(wanted) +
-                                " bytes) does not match the " + std::to_string(payload) +
-                                " bytes after the header");
-  }
-  std::vector<std::uint16_t> tokens(static_cast<std::size_t>(count));
-  if (count > 0 && !in.read(reinterpret_cast<char*>(tokens.data()), static_cast<std::streamsize>(wanted))) {
-    throw shard_error(file, "cannot read it: read " + std::to_string(in.gcount()) + " of " + std::to_string(wanted) +
-                                " token bytes");
-  }
-  if constexpr (std::endian::native == std::endian::big) {
-    for (std::uint16_t& t : tokens) t = static_cast<std::uint16_t>(t >> 8 | t << 8);
-  }
+  const MappedFile map = map_shard(file);
+  const std::span<const std::uint16_t> mapped = checked_tokens(file, map.bytes());
+  std::vector<std::uint16_t> tokens(mapped.begin(), mapped.end());
+  if constexpr (std::endian::native == std::endian::big) swap_bytes(tokens);
   check_vocabulary(file, tokens, vocab);
   return tokens;
 }
@@ -111,17 +138,21 @@ std::vector<std::uint16_t> read_token_shard(const fs::path& file, std::size_t vo
 TokenCorpus read_token_shards(const std::string& pattern, std::size_t vocab) {
   TokenCorpus corpus;
   corpus.files = matching_files(pattern);
-  std::uintmax_t total_bytes = 0;  // reserved first: appending would grow by copies
+  auto storage = std::make_shared<ShardStorage>();
+  std::vector<std::span<const std::uint16_t>> pieces;
   for (const fs::path& file : corpus.files) {
-    std::error_code size_error;
-    const std::uintmax_t size = fs::file_size(file, size_error);
-    if (!size_error && size > kTokenShardHeaderBytes) total_bytes += size - kTokenShardHeaderBytes;
+    MappedFile map = map_shard(file);
+    std::span<const std::uint16_t> tokens = checked_tokens(file, map.bytes());
+    if constexpr (std::endian::native == std::endian::big) {
+      storage->copies.emplace_back(tokens.begin(), tokens.end());
+      swap_bytes(storage->copies.back());
+      tokens = storage->copies.back();  // a vector's elements stay put when it is moved
+    }
+    check_vocabulary(file, tokens, vocab);
+    pieces.push_back(tokens);
+    storage->maps.push_back(std::move(map));  // the mapping stays where it is
   }
-  corpus.tokens.reserve(static_cast<std::size_t>(total_bytes / 2));
-  for (const fs::path& file : corpus.files) {
-    const std::vector<std::uint16_t> tokens = read_token_shard(file, vocab);
-    corpus.tokens.insert(corpus.tokens.end(), tokens.begin(), tokens.end());
-  }
+  corpus.tokens = TokenSequence<std::uint16_t>(std::move(pieces), std::move(storage));
   return corpus;
 }
 

@@ -6,9 +6,10 @@
 // text file.
 //
 // The readers check the whole file before returning, so that a damaged shard ends a run at
-// start-up, naming the file and what is wrong, not mid-epoch. Cost: one read of each file
-// into the returned vector (no copy on a little-endian host) and one pass over its tokens
-// for the vocabulary check.
+// start-up, naming the file and what is wrong, not mid-epoch. Cost: read_token_shards maps
+// each file (mapped_file.hpp: the ranks of a node share its pages in the page cache, no
+// private copy; on a big-endian host the tokens are copied, byte-swapped) and makes one pass
+// over its tokens for the vocabulary check; read_token_shard copies one file's tokens.
 
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "mpitrain/data/token_sequence.hpp"
+
 namespace mpitrain::data {
 
 inline constexpr std::int32_t kTokenShardMagic = 20240520;
@@ -24,7 +27,7 @@ inline constexpr std::int32_t kTokenShardVersion = 1;  // uint16 tokens
 inline constexpr std::size_t kTokenShardHeaderBytes = 256 * 4;
 
 struct TokenCorpus {
-  std::vector<std::uint16_t> tokens;  // the shards' tokens, concatenated in file order
+  TokenSequence<std::uint16_t> tokens;  // the shards' tokens in file order, one piece a file
   std::vector<std::filesystem::path> files;
 };
 
@@ -36,8 +39,9 @@ struct TokenCorpus {
 std::vector<std::uint16_t> read_token_shard(const std::filesystem::path& file, std::size_t vocab);
 
 // Returns the tokens of a shard file, or of every file matching a glob pattern (`*`, `?`,
-// `[...]`, as the shell's) in name order, concatenated. Throws std::runtime_error naming the
-// pattern when no file matches it (or the file does not exist), and as read_token_shard.
+// `[...]`, as the shell's) in name order, concatenated, each file memory-mapped for as long as
+// the returned tokens (or a copy of them) live. Throws std::runtime_error naming the pattern
+// when no file matches it (or the file does not exist), and as read_token_shard.
 TokenCorpus read_token_shards(const std::string& pattern, std::size_t vocab);
 
 // Writes `tokens` as a shard to `file` (the format above). Throws std::runtime_error naming

@@ -1,20 +1,19 @@
 #include "mpitrain/data/token_windows.hpp"
 
-#include <algorithm>
 #include <stdexcept>
 
 namespace mpitrain::data {
 
 template <typename Token>
-TokenWindows<Token>::TokenWindows(std::shared_ptr<const std::vector<Token>> tokens, std::size_t begin,
+TokenWindows<Token>::TokenWindows(TokenSequence<Token> tokens, std::size_t begin,
                                   std::size_t end, std::size_t block_size, std::size_t vocab, std::string name,
                                   std::string unit)
     : tokens_(std::move(tokens)), begin_(begin), end_(end), block_size_(block_size), vocab_(vocab), windows_(0),
       name_(std::move(name)), unit_(std::move(unit)), feature_shape_{block_size + 1} {
   if (block_size_ == 0) throw std::invalid_argument(name_ + ": block_size must be at least 1");
-  if (!tokens_ || begin_ > end_ || end_ > tokens_->size()) {
+  if (begin_ > end_ || end_ > tokens_.size()) {
     throw std::invalid_argument(name_ + ": range [" + std::to_string(begin_) + ", " + std::to_string(end_) +
-                                ") is not inside the " + std::to_string(tokens_ ? tokens_->size() : 0) + " tokens");
+                                ") is not inside the " + std::to_string(tokens_.size()) + " tokens");
   }
   windows_ = end_ - begin_ > block_size_ ? (end_ - begin_ - 1) / block_size_ : 0;
   if (windows_ == 0) {
@@ -34,9 +33,7 @@ void TokenWindows<Token>::read_batch(std::span<const std::size_t> indices, std::
                                      std::span<std::int32_t> labels_out) const {
   const std::size_t width = block_size_ + 1;
   for (std::size_t k = 0; k < indices.size(); ++k) {
-    const Token* window = tokens_->data() + begin_ + indices[k] * block_size_;
-    std::transform(window, window + width, features_out.begin() + static_cast<std::ptrdiff_t>(k * width),
-                   [](Token t) { return static_cast<float>(t); });
+    tokens_.copy_to(begin_ + indices[k] * block_size_, features_out.subspan(k * width, width));
     labels_out[k] = 0;
   }
 }

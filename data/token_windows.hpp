@@ -10,7 +10,7 @@
 // examples, so a checkpoint's sampler position resumes the token stream exactly.
 //
 // Instantiated for std::uint8_t and std::uint16_t (token_windows.cpp). Cost: an example
-// costs block_size + 1 conversions; the tokens are shared, not copied.
+// costs block_size + 1 conversions (TokenSequence::copy_to); the tokens are shared, not copied.
 
 #include <cstddef>
 #include <cstdint>
@@ -21,18 +21,20 @@
 #include <vector>
 
 #include "mpitrain/data/dataset.hpp"
+#include "mpitrain/data/token_sequence.hpp"
 
 namespace mpitrain::data {
 
 template <typename Token>
 class TokenWindows : public Dataset {
  public:
-  // The windows of tokens [begin, end) of `tokens`: (end - begin - 1) / block_size of them,
+  // The windows of tokens [begin, end) of `tokens`: (end - begin - 1) / block_size of them
+  // (a window may span two pieces of the sequence: the corpus is one stream),
   // each token id below `vocab` (the caller checked it; num_classes() reports it). `name`
   // describes the range in logs ("text fortunes, bytes 0-2326379"), `unit` its tokens
   // ("byte tokens"). Throws std::invalid_argument when block_size is 0, the range is not
   // inside `tokens`, or it holds no window (fewer than block_size + 1 tokens).
-  TokenWindows(std::shared_ptr<const std::vector<Token>> tokens, std::size_t begin, std::size_t end,
+  TokenWindows(TokenSequence<Token> tokens, std::size_t begin, std::size_t end,
                std::size_t block_size, std::size_t vocab, std::string name, std::string unit);
 
   std::size_t size() const noexcept override { return windows_; }
@@ -47,7 +49,7 @@ class TokenWindows : public Dataset {
                   std::span<std::int32_t> labels_out) const override;
 
  private:
-  std::shared_ptr<const std::vector<Token>> tokens_;
+  TokenSequence<Token> tokens_;
   std::size_t begin_, end_, block_size_, vocab_, windows_;
   std::string name_, unit_;
   Shape feature_shape_;

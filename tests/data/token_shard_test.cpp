@@ -54,6 +54,13 @@ class TokenShard : public ::testing::Test {
   fs::path dir_;
 };
 
+// Returns the tokens of `tokens` in a vector.
+std::vector<std::uint16_t> all(const TokenSequence<std::uint16_t>& tokens) {
+  std::vector<std::uint16_t> out(tokens.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = tokens[i];
+  return out;
+}
+
 TEST_F(TokenShard, ReadsLittleEndianTokensAfterTheHeader) {
   // Tokens 1, 258 (0x0102), 65535 as little-endian pairs.
   const fs::path p = raw("a.bin", {20240520, 1, 3}, {1, 0, 2, 1, 0xFF, 0xFF});
@@ -102,10 +109,11 @@ TEST_F(TokenShard, ReadsAPatternsFilesInNameOrder) {
   write_token_shard(dir_ / "train_000.bin", std::vector<std::uint16_t>{1, 2});
   write_token_shard(dir_ / "val_000.bin", std::vector<std::uint16_t>{9});
   const TokenCorpus corpus = read_token_shards((dir_ / "train_*.bin").string(), 10);
-  EXPECT_EQ(corpus.tokens, (std::vector<std::uint16_t>{1, 2, 3, 4}));
+  EXPECT_EQ(all(corpus.tokens), (std::vector<std::uint16_t>{1, 2, 3, 4}));
+  EXPECT_EQ(corpus.tokens.piece_count(), 2u);  // one piece a file
   ASSERT_EQ(corpus.files.size(), 2u);
   EXPECT_EQ(corpus.files[0].filename(), "train_000.bin");
-  EXPECT_EQ(read_token_shards((dir_ / "val_000.bin").string(), 10).tokens, (std::vector<std::uint16_t>{9}));
+  EXPECT_EQ(all(read_token_shards((dir_ / "val_000.bin").string(), 10).tokens), (std::vector<std::uint16_t>{9}));
   try {
     read_token_shards((dir_ / "test_*.bin").string(), 10);
     ADD_FAILURE() << "expected an error";
@@ -122,6 +130,30 @@ TEST_F(TokenShard, ReadsAPatternsFilesInNameOrder) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("train_002.bin': magic number 1,"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(TokenShard, ACorpusReadsItsFilesMappingsNotACopy) {
+  // The tokens are the files' pages (shared by the ranks of a node), not a private copy: a
+  // token changed in the file in place shows through. (A shard must not change while a run
+  // reads it; here it does, on purpose, to show where the tokens are read from.)
+  write_token_shard(dir_ / "m_000.bin", std::vector<std::uint16_t>{1, 2});
+  write_token_shard(dir_ / "m_001.bin", std::vector<std::uint16_t>{3});
+  const TokenCorpus corpus = read_token_shards((dir_ / "m_*.bin").string(), 10);
+  ASSERT_EQ(all(corpus.tokens), (std::vector<std::uint16_t>{1, 2, 3}));
+  {
+    std::fstream f(dir_ / "m_001.bin", std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(1024);
+    const char seven[2] = {7, 0};
+    f.write(seven, 2);
+  }
+  EXPECT_EQ(corpus.tokens[2], 7);
+  // A copy of the tokens keeps the mappings after the corpus is gone.
+  TokenSequence<std::uint16_t> kept;
+  {
+    const TokenCorpus again = read_token_shards((dir_ / "m_*.bin").string(), 10);
+    kept = again.tokens;
+  }
+  EXPECT_EQ(all(kept), (std::vector<std::uint16_t>{1, 2, 7}));
 }
 
 }  // namespace

@@ -13,8 +13,9 @@ TEST(TokenWindows, Uint16WindowsOfBlockSizePlusOneStepByBlockSize) {
   // Tokens 1000..1011; range [2, 12): 10 tokens; block 4: windows at 2 and 6 ((10 - 1) / 4).
   std::vector<std::uint16_t> ids(12);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::uint16_t>(1000 + i);
-  const TokenWindows<std::uint16_t> d(std::make_shared<const std::vector<std::uint16_t>>(ids), 2, 12, 4, 50257,
-                                      "tokens shard.bin", "tokens");
+  const TokenWindows<std::uint16_t> d(
+      TokenSequence<std::uint16_t>(std::make_shared<const std::vector<std::uint16_t>>(ids)), 2, 12, 4,
+      50257, "tokens shard.bin", "tokens");
   ASSERT_EQ(d.size(), 2u);
   EXPECT_EQ(d.feature_size(), 5u);
   EXPECT_EQ(d.num_classes(), 50257u);
@@ -29,8 +30,23 @@ TEST(TokenWindows, Uint16WindowsOfBlockSizePlusOneStepByBlockSize) {
   EXPECT_EQ(d.describe(), "tokens shard.bin (2 windows of 5 tokens)");
 }
 
+TEST(TokenWindows, AWindowMaySpanTwoFilesOfTheCorpus) {
+  // Three pieces (files) of 3, 0 and 4 tokens: 10 11 12 | | 20 21 22 23; block 2: windows at
+  // 0, 2 and 4 ((7 - 1) / 2), the second spanning the boundary.
+  const std::vector<std::uint16_t> a{10, 11, 12};
+  const std::vector<std::uint16_t> b{20, 21, 22, 23};
+  const TokenSequence<std::uint16_t> tokens({a, {}, b}, nullptr);
+  const TokenWindows<std::uint16_t> d(tokens, 0, 7, 2, 100, "tokens two files", "tokens");
+  ASSERT_EQ(d.size(), 3u);
+  std::vector<float> f(9);
+  std::vector<std::int32_t> labels(3, -1);
+  d.get_batch(std::vector<std::size_t>{0, 1, 2}, f, labels);
+  EXPECT_EQ(f, (std::vector<float>{10, 11, 12, 12, 20, 21, 21, 22, 23}));
+}
+
 TEST(TokenWindows, RefusesARangeWithoutAWindowNamingIt) {
-  const auto ids = std::make_shared<const std::vector<std::uint16_t>>(std::vector<std::uint16_t>{1, 2, 3});
+  const TokenSequence<std::uint16_t> ids(
+      std::make_shared<const std::vector<std::uint16_t>>(std::vector<std::uint16_t>{1, 2, 3}));
   try {
     TokenWindows<std::uint16_t>(ids, 0, 3, 3, 10, "tokens short", "tokens");
     ADD_FAILURE() << "expected an error";
