@@ -112,7 +112,8 @@ class Communicator {
   // in). Collective over the node: every rank calls it with the same size, in the same order.
   // The handle's end releases the memory (shared_buffer.hpp); this call first returns to the
   // system the buffers every rank of the node has released, and the communicator's end the
-  // rest.
+  // rest. No other thread may be in a collective of this communicator meanwhile. Throws
+  // std::logic_error after a timeout broke the node's segment.
   [[nodiscard]] SharedBuffer allocate_shared(std::size_t bytes) const;
   // Returns the bytes of this rank's shared memory from allocate_shared now mapped: each
   // buffer rounded up to whole pages, released ones that the next allocate_shared returns

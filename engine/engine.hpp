@@ -203,7 +203,8 @@ class Engine {
   // not numel(shape) is an invalid argument, reported on every rank). The user's backward
   // then calls grad_ready() for each parameter as its gradient becomes final (any order).
   void register_parameters(std::vector<ExternalParameter> params);
-  // Returns the gradient storage of a parameter registered with an empty grad span.
+  // Returns the gradient storage of a parameter registered with an empty grad span (in the
+  // buckets: valid until the next prepare or register_parameters frees them).
   std::span<float> gradient(std::string_view name);
   // Bring your own optimizer (engine_external.cpp), after register_parameters(): step()
   // steps `optimizer` after each real update and checkpoints save its state_dict() and

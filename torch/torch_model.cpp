@@ -92,6 +92,7 @@ struct TorchModel::Torch {
   std::vector<NamedTensor> buffers;      // registered buffers, frozen parameters last
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
   std::vector<std::uintptr_t> hook_keys;
+  std::vector<at::Tensor> bound;  // the .grad views of the engine's buckets bound by this model
 };
 
 TorchModel::TorchModel(Engine& engine, torch::nn::Module& module, torch::optim::Optimizer& optimizer,
@@ -153,6 +154,14 @@ void TorchModel::prepare(torch::optim::Optimizer& optimizer) {
   for (std::size_t k = 0; k < names_.size(); ++k) {
     params.push_back({names_[k], shape_of(torch_->params[k]), float_span(torch_->params[k]), {}});
   }
+  {
+    // A gradient may still view the engine's buckets (a TorchModel made earlier on this engine
+    // and not yet destroyed): registering frees them, so each gradient takes a copy first.
+    torch::NoGradGuard no_grad;
+    for (at::Tensor& p : torch_->params) {
+      if (p.grad().defined()) p.mutable_grad() = p.grad().clone();
+    }
+  }
   engine_.register_parameters(std::move(params));
   std::vector<ExternalBuffer> buffers;
   for (const NamedTensor& b : torch_->buffers) {
@@ -173,6 +182,7 @@ void TorchModel::prepare(torch::optim::Optimizer& optimizer) {
 
 void TorchModel::bind_gradients() {
   torch::NoGradGuard no_grad;
+  torch_->bound.clear();
   for (std::size_t k = 0; k < names_.size(); ++k) {
     at::Tensor& p = torch_->params[k];
     const std::span<float> slot = engine_.gradient(names_[k]);
@@ -180,6 +190,7 @@ void TorchModel::bind_gradients() {
     // A gradient torch already holds is kept (as the engine keeps a native one's).
     if (p.grad().defined()) view.copy_(p.grad());
     p.mutable_grad() = view;
+    torch_->bound.push_back(view);
   }
 }
 
@@ -204,10 +215,14 @@ TorchModel::~TorchModel() {
   for (std::size_t k = 0; k < torch_->accumulators.size(); ++k) {
     torch_->accumulators[k]->del_post_hook(torch_->hook_keys[k]);
   }
-  // The bucket storage belongs to the engine: give each gradient its own copy.
+  // The bucket storage belongs to the engine: give each gradient this model bound its own
+  // copy. One bound since by a later TorchModel on the same parameters is left to that one.
   torch::NoGradGuard no_grad;
-  for (at::Tensor& p : torch_->params) {
-    if (p.grad().defined()) p.mutable_grad() = p.grad().clone();
+  for (std::size_t k = 0; k < torch_->params.size() && k < torch_->bound.size(); ++k) {
+    at::Tensor& p = torch_->params[k];
+    if (p.grad().defined() && p.grad().is_same(torch_->bound[k])) {
+      p.mutable_grad() = p.grad().clone();
+    }
   }
 }
 

@@ -56,7 +56,10 @@
 //
 // Lifetime: the model, the optimizer and the engine must outlive the TorchModel, and the
 // TorchModel must outlive the training (declare it after the engine). Destroying it removes
-// the hooks and gives every .grad its own storage again (a copy of the bucket values).
+// the hooks and gives every .grad it bound its own storage again (a copy of the bucket
+// values). One TorchModel per engine trains at a time; making another on the same engine and
+// model while the first lives (`model = std::make_unique<TorchModel>(...)`) hands the
+// gradients, with their values, to the new one, and the first one's end leaves them to it.
 
 #include <cstddef>
 #include <cstdint>

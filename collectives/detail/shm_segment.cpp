@@ -112,7 +112,9 @@ ShmSegment::ShmSegment(MPI_Comm node_comm, ShmOptions options)
 
 ShmSegment::~ShmSegment() {
   if (mpi_finalized()) return;
-  for (Region& region : arena_) MPI_Win_free(&region.win);
+  for (Region& region : arena_) {
+    if (region.win != MPI_WIN_NULL) MPI_Win_free(&region.win);  // a failed free_released
+  }
   if (main_.win != MPI_WIN_NULL) MPI_Win_free(&main_.win);
   MPI_Comm_free(&comm_);
 }
@@ -346,6 +348,9 @@ void ShmSegment::sleep_on(int peer, std::size_t at, std::size_t sleepers_at, std
 }
 
 SharedBuffer ShmSegment::allocate(std::size_t bytes) {
+  // After a timeout a peer may never join the collective frees, and a send left posted may
+  // still read arena memory.
+  require_usable("allocate_shared");
   free_released();
   if (bytes == 0) return {};
   const std::size_t rounded = round_up(bytes, kCacheLine);
@@ -374,17 +379,21 @@ void ShmSegment::free_released() {
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, everywhere.data(), static_cast<int>(everywhere.size()),
                           MPI_UNSIGNED_CHAR, MPI_BAND, comm_),
             "MPI_Allreduce (released shared-memory arena windows)", rank_, everywhere.size());
-  std::size_t kept = 0;
+  std::vector<Region> kept;
   for (std::size_t i = 0; i < arena_.size(); ++i) {
-    if (everywhere[i] != 0) {
-      check_mpi(MPI_Win_free(&arena_[i].win), "MPI_Win_free (shared-memory arena)", rank_,
-                arena_[i].bytes);
-      continue;
+    if (everywhere[i] == 0) continue;
+    const int rc = MPI_Win_free(&arena_[i].win);
+    if (rc != MPI_SUCCESS) {
+      // Some windows are freed (their handles now MPI_WIN_NULL), others not, perhaps not
+      // alike on every rank: no later collective may run on the segment.
+      broken_ = true;
+      check_mpi(rc, "MPI_Win_free (shared-memory arena)", rank_, arena_[i].bytes);
     }
-    if (kept != i) arena_[kept] = std::move(arena_[i]);
-    ++kept;
   }
-  arena_.resize(kept);
+  for (std::size_t i = 0; i < arena_.size(); ++i) {
+    if (everywhere[i] == 0) kept.push_back(std::move(arena_[i]));
+  }
+  arena_ = std::move(kept);
 }
 
 std::size_t ShmSegment::arena_bytes() const noexcept {

@@ -117,6 +117,10 @@ TEST_F(ShmSegmentTest, ArenaFreesWhatEveryRankReleasedAtTheNextAllocation) {
   SharedBuffer b = seg.allocate(3 * kPage + 1);
   EXPECT_EQ(seg.arena_bytes(), 5 * kPage);
   std::byte* const old_a = a.bytes().data();
+  const auto off_a = seg.arena_offset(old_a, a.bytes().size());
+  const auto off_b = seg.arena_offset(b.bytes().data(), b.bytes().size());
+  ASSERT_TRUE(off_a.has_value());
+  ASSERT_TRUE(off_b.has_value());
   std::memset(old_a, 0xff, a.bytes().size());
   a.reset();
   EXPECT_TRUE(a.bytes().empty());
@@ -125,10 +129,14 @@ TEST_F(ShmSegmentTest, ArenaFreesWhatEveryRankReleasedAtTheNextAllocation) {
   // Every rank released a: the next allocation frees it, whatever its size.
   const SharedBuffer c = seg.allocate(2 * kPage);
   EXPECT_EQ(seg.arena_bytes(), 6 * kPage);
+  // a's offsets name nothing any more (c may be mapped at a's old address: offsets, not
+  // addresses, are what is never reused).
+  for (int q = 0; q < seg.size(); ++q) EXPECT_EQ(seg.peer_address(q, *off_a), nullptr);
   EXPECT_TRUE(std::all_of(c.bytes().begin(), c.bytes().end(),
                           [](std::byte x) { return x == std::byte{0}; }));
   const auto off_c = seg.arena_offset(c.bytes().data(), c.bytes().size());
   ASSERT_TRUE(off_c.has_value());
+  EXPECT_EQ(*off_c, *off_b + 4 * kPage);  // after b: a's offsets are never given again
   EXPECT_EQ(test::gather_all(node_, *off_c), std::vector<std::uint64_t>(seg.size(), *off_c));
   std::memset(c.bytes().data(), 7 + seg.rank(), c.bytes().size());
   seg.wait_all(seg.publish(), "test");
@@ -140,10 +148,11 @@ TEST_F(ShmSegmentTest, ArenaFreesWhatEveryRankReleasedAtTheNextAllocation) {
   seg.wait_all(seg.publish(), "test");
 
   // b released by rank 0 alone stays mapped (the others still use it) until all have.
+  std::byte* const old_b = b.bytes().data();
   if (seg.rank() == 0) b.reset();
   SharedBuffer d = seg.allocate(64);
   EXPECT_EQ(seg.arena_bytes(), (seg.size() == 1 ? 3 : 7) * kPage);
-  EXPECT_EQ(seg.owns(b.bytes().data()), seg.rank() != 0);
+  EXPECT_EQ(seg.owns(old_b), seg.size() > 1);
   b.reset();
   d = SharedBuffer();  // a move-assignment releases what the handle held
   EXPECT_TRUE(seg.allocate(0).bytes().empty());  // frees, allocates nothing

@@ -103,6 +103,43 @@ TEST_F(TorchModelTest, GradientsAreViewsOfTheBucketStorage) {
   EXPECT_GT(params["fc2.weight"].grad().abs().sum().item<double>(), 0.0);
 }
 
+TEST_F(TorchModelTest, AModelMadeAgainWhileTheFirstLivesTakesTheGradientsOver) {
+  // `model = std::make_unique<TorchModel>(...)` again: the new model is made while the first
+  // still lives, and registering its parameters frees the buckets the first bound the .grads
+  // to. The new model binds them to its buckets with their values, the first one's end leaves
+  // them there, and training goes on.
+  torch::manual_seed(0);
+  SmallCnn net;
+  torch::optim::AdamW opt(unique_parameters(net), torch::optim::AdamWOptions(1e-2));
+  Engine engine(config(), comm_);
+  auto model = std::make_unique<TorchModel>(engine, net, opt);
+  const Batch b = image_batch(0);
+  const auto loss = [&] {
+    return torch::nn::functional::cross_entropy(net.forward(shard(b.x, rank(), world())),
+                                                shard(b.y, rank(), world()));
+  };
+  model->backward(loss());
+  const auto params = net.named_parameters(true);
+  std::vector<torch::Tensor> reduced;
+  for (const std::string& name : model->parameter_names()) {
+    reduced.push_back(params[name].grad().clone());
+  }
+  model = std::make_unique<TorchModel>(engine, net, opt);
+  const std::vector<std::string> names = model->parameter_names();
+  ASSERT_EQ(names.size(), reduced.size());
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    const torch::Tensor& g = params[names[k]].grad();
+    EXPECT_EQ(g.data_ptr<float>(), engine.gradient(names[k]).data()) << names[k];
+    EXPECT_TRUE(torch::equal(g, reduced[k])) << names[k];
+  }
+  model->zero_grad();
+  model->backward(loss());  // the same parameters and batch: the same reduced gradients
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    EXPECT_TRUE(torch::equal(params[names[k]].grad(), reduced[k])) << names[k];
+  }
+  EXPECT_TRUE(engine.step());
+}
+
 TEST_F(TorchModelTest, AccumulateGradFiresOncePerBackwardForATiedWeight) {
   torch::manual_seed(0);
   TiedNet net;
