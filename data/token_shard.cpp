@@ -89,16 +89,28 @@ std::span<const std::uint16_t> checked_tokens(const fs::path& file, std::span<co
           static_cast<std::size_t>(count)};
 }
 
-// Swaps the bytes of every token (the file's little-endian ids on a big-endian host).
-void swap_bytes(std::vector<std::uint16_t>& tokens) {
-  for (std::uint16_t& t : tokens) t = static_cast<std::uint16_t>(t >> 8 | t << 8);
-}
-
 // What keeps a corpus's tokens alive: the files' mappings, or (on a big-endian host) copies.
 struct ShardStorage {
   std::vector<MappedFile> maps;
   std::vector<std::vector<std::uint16_t>> copies;
 };
+
+// Returns the tokens of shard `file`, checked whole (header, size, vocabulary), in host byte
+// order: a view of its mapping, kept in `storage` (on a big-endian host, of a byte-swapped
+// copy kept there too). Throws naming the file and the defect.
+std::span<const std::uint16_t> checked_shard(const fs::path& file, std::size_t vocab,
+                                             ShardStorage& storage) {
+  MappedFile map = map_shard(file);
+  std::span<const std::uint16_t> tokens = checked_tokens(file, map.bytes());
+  storage.maps.push_back(std::move(map));  // the mapping stays where it is
+  if constexpr (std::endian::native == std::endian::big) {
+    std::vector<std::uint16_t>& copy = storage.copies.emplace_back(tokens.begin(), tokens.end());
+    for (std::uint16_t& t : copy) t = static_cast<std::uint16_t>(t >> 8 | t << 8);
+    tokens = copy;  // a vector's elements stay put when it is moved
+  }
+  check_vocabulary(file, tokens, vocab);
+  return tokens;
+}
 
 // Returns the files of `pattern` in name order (byte order), or the pattern itself
 // when it is an existing file; throws when nothing matches.
@@ -127,12 +139,9 @@ std::vector<fs::path> matching_files(const std::string& pattern) {
 }  // namespace
 
 std::vector<std::uint16_t> read_token_shard(const fs::path& file, std::size_t vocab) {
-  const MappedFile map = map_shard(file);
-  const std::span<const std::uint16_t> mapped = checked_tokens(file, map.bytes());
-  std::vector<std::uint16_t> tokens(mapped.begin(), mapped.end());
-  if constexpr (std::endian::native == std::endian::big) swap_bytes(tokens);
-  check_vocabulary(file, tokens, vocab);
-  return tokens;
+  ShardStorage storage;
+  const std::span<const std::uint16_t> tokens = checked_shard(file, vocab, storage);
+  return {tokens.begin(), tokens.end()};
 }
 
 TokenCorpus read_token_shards(const std::string& pattern, std::size_t vocab) {
@@ -140,18 +149,7 @@ TokenCorpus read_token_shards(const std::string& pattern, std::size_t vocab) {
   corpus.files = matching_files(pattern);
   auto storage = std::make_shared<ShardStorage>();
   std::vector<std::span<const std::uint16_t>> pieces;
-  for (const fs::path& file : corpus.files) {
-    MappedFile map = map_shard(file);
-    std::span<const std::uint16_t> tokens = checked_tokens(file, map.bytes());
-    if constexpr (std::endian::native == std::endian::big) {
-      storage->copies.emplace_back(tokens.begin(), tokens.end());
-      swap_bytes(storage->copies.back());
-      tokens = storage->copies.back();  // a vector's elements stay put when it is moved
-    }
-    check_vocabulary(file, tokens, vocab);
-    pieces.push_back(tokens);
-    storage->maps.push_back(std::move(map));  // the mapping stays where it is
-  }
+  for (const fs::path& file : corpus.files) pieces.push_back(checked_shard(file, vocab, *storage));
   corpus.tokens = TokenSequence<std::uint16_t>(std::move(pieces), std::move(storage));
   return corpus;
 }

@@ -390,6 +390,7 @@ void ShmSegment::free_released() {
       check_mpi(rc, "MPI_Win_free (shared-memory arena)", rank_, arena_[i].bytes);
     }
   }
+  // Moved only once every free succeeded: a throw above leaves arena_ whole for the destructor.
   for (std::size_t i = 0; i < arena_.size(); ++i) {
     if (everywhere[i] == 0) kept.push_back(std::move(arena_[i]));
   }
