@@ -1,11 +1,12 @@
 #include "checkpoint_folders.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+
+#include "temp_dir.hpp"
 
 namespace mpitrain::app {
 namespace {
@@ -25,8 +26,8 @@ TEST(CheckpointFolders, StepFolderNames) {
 }
 
 TEST(CheckpointFolders, ListsBothNamingsCommittedOnesInNumericOrder) {
-  const fs::path dir = fs::temp_directory_path() / ("mpitrain_checkpoint_folders_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const test_support::TempDir temp("checkpoint_folders");
+  const fs::path& dir = temp.path();
   for (const char* name : {"checkpoint_10", "checkpoint_9", "step_100", "step_20", "step_5",
                            "step_30.tmp-0123456789abcdef", "other"}) {
     fs::create_directories(dir / name);
@@ -45,7 +46,6 @@ TEST(CheckpointFolders, ListsBothNamingsCommittedOnesInNumericOrder) {
   EXPECT_EQ(steps[2].number, 100);
   EXPECT_TRUE(steps[2].committed);
   EXPECT_TRUE(step_folders(dir / "missing").empty());
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,14 +1,14 @@
 #include "metrics_log.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "temp_dir.hpp"
 
 namespace mpitrain::app {
 namespace {
@@ -21,10 +21,8 @@ std::vector<nlohmann::ordered_json> read_lines(const std::string& path) {
 }
 
 TEST(MetricsLog, WritesTheContractKeysOneObjectPerLineAndAppends) {
-  const auto path = (std::filesystem::temp_directory_path() /
-                     ("mpitrain_metrics_" + std::to_string(::getpid()) + ".jsonl"))
-                        .string();
-  std::filesystem::remove(path);
+  const test_support::TempDir dir("metrics_log");
+  const std::string path = dir.file("metrics.jsonl");
   {
     MetricsLog log(path);
     log.write(TrainMetrics{50, 0, 0.5, 1e-3, std::nan(""), 65536.0, 2, 1234.5, 3.25});
@@ -66,7 +64,6 @@ TEST(MetricsLog, WritesTheContractKeysOneObjectPerLineAndAppends) {
   for (const auto& item : lines[3].items()) keys.push_back(item.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"resumed", "step", "epoch", "checkpoint", "wall_time"}));
   EXPECT_EQ(lines[3]["step"], 50);
-  std::filesystem::remove(path);
 }
 
 TEST(MetricsLog, RunIdsAreUniqueAndStartWithTheUtcTime) {

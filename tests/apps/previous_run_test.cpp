@@ -1,12 +1,13 @@
 #include "previous_run.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "temp_dir.hpp"
 
 namespace mpitrain::app {
 namespace {
@@ -15,17 +16,12 @@ namespace fs = std::filesystem;
 
 class PreviousRun : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mpitrain_previous_run_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   void touch(const fs::path& relative, const std::string& text = "x") {
     fs::create_directories((dir_ / relative).parent_path());
     std::ofstream(dir_ / relative) << text;
   }
-  fs::path dir_;
+  const test_support::TempDir temp_{"previous_run"};
+  const fs::path dir_ = temp_.path();
 };
 
 TEST_F(PreviousRun, AFolderWithoutMetricsOrCommittedCheckpointsHoldsNoRun) {

@@ -8,17 +8,12 @@
 #include <sstream>
 #include <string>
 
+#include "temp_dir.hpp"
+
 namespace mpitrain::app {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path fresh_dir(const char* name) {
-  const fs::path dir = fs::temp_directory_path() / (std::string(name) + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 std::string content(const fs::path& file) {
   std::ifstream in(file);
@@ -28,7 +23,8 @@ std::string content(const fs::path& file) {
 }
 
 TEST(RunLock, HeldLockNamesItsHolderAndIsReleasedWithTheObject) {
-  const fs::path dir = fresh_dir("mpitrain_run_lock_");
+  const test_support::TempDir temp("run_lock");
+  const fs::path& dir = temp.path();
   std::string holder;
   {
     std::optional<RunLock> first = RunLock::try_acquire(dir, holder);
@@ -49,7 +45,6 @@ TEST(RunLock, HeldLockNamesItsHolderAndIsReleasedWithTheObject) {
   }
   EXPECT_TRUE(RunLock::try_acquire(dir, holder).has_value());
   EXPECT_TRUE(fs::exists(dir / ".mpitrain.lock"));  // never unlinked
-  fs::remove_all(dir);
 }
 
 TEST(RunLock, DescribesTheHolder) {

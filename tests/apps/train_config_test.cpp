@@ -1,27 +1,30 @@
 #include "train_config.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "config_schema.hpp"
+#include "temp_dir.hpp"
 
 namespace mpitrain::app {
 namespace {
 
-// Writes `text` to a fresh file in a per-test temporary folder; returns its path.
-std::string write_yaml(const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("mpitrain_config_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const auto file = dir / (std::string(info->name()) + ".yaml");
-  std::ofstream(file) << text;
-  return file.string();
-}
+// Each test writes its YAML files into a temporary folder of its own, removed at its end.
+class TrainConfigTest : public ::testing::Test {
+ protected:
+  // Returns the path of a new file in the test's folder holding `text`.
+  std::string write_yaml(const std::string& text) {
+    const std::string file = dir_.file("config_" + std::to_string(files_++) + ".yaml");
+    std::ofstream(file) << text;
+    return file;
+  }
+
+ private:
+  const test_support::TempDir dir_{"train_config"};
+  int files_ = 0;
+};
 
 // Returns the ConfigError message of load_config, or "" when it did not throw.
 std::string error_of(const std::string& path, const std::vector<std::string>& sets = {}) {
@@ -33,7 +36,7 @@ std::string error_of(const std::string& path, const std::vector<std::string>& se
   return "";
 }
 
-TEST(TrainConfig, DefaultsMatchTheDesignContract) {
+TEST_F(TrainConfigTest, DefaultsMatchTheDesignContract) {
   const TrainConfig c = load_config("", {});
   EXPECT_EQ(c.seed, 0);
   EXPECT_EQ(c.model.kind, "mlp");
@@ -72,14 +75,14 @@ TEST(TrainConfig, DefaultsMatchTheDesignContract) {
   EXPECT_EQ(c.project.resume, "none");
 }
 
-TEST(TrainConfig, PrintConfigIsValidYamlThatLoadsToTheDefaults) {
+TEST_F(TrainConfigTest, PrintConfigIsValidYamlThatLoadsToTheDefaults) {
   const std::string text = default_config_yaml();
   EXPECT_NE(text.find("# "), std::string::npos) << "print-config must be commented";
   const TrainConfig from_text = load_config(write_yaml(text), {});
   EXPECT_EQ(from_text.yaml, load_config("", {}).yaml);
 }
 
-TEST(TrainConfig, FileValuesAndOverridesApplyInOrder) {
+TEST_F(TrainConfigTest, FileValuesAndOverridesApplyInOrder) {
   const std::string path = write_yaml(
       "seed: 7\nmodel: {hidden: [32]}\ntraining:\n  epochs: 3\n  mixed_precision: bf16\n");
   const TrainConfig c = load_config(path, {"training.epochs=5", "optimizer.betas=[0.8, 0.9]",
@@ -92,7 +95,7 @@ TEST(TrainConfig, FileValuesAndOverridesApplyInOrder) {
   EXPECT_EQ(c.model.mlp.hidden, (std::vector<std::int64_t>{8, 4}));
 }
 
-TEST(TrainConfig, UnknownKeyNamesFileLineAndSuggests) {
+TEST_F(TrainConfigTest, UnknownKeyNamesFileLineAndSuggests) {
   const std::string path = write_yaml("seed: 1\noptimiser:\n  lr: 0.1\n");
   const std::string msg = error_of(path);
   EXPECT_NE(msg.find(path + ":2:1"), std::string::npos) << msg;
@@ -104,7 +107,7 @@ TEST(TrainConfig, UnknownKeyNamesFileLineAndSuggests) {
   EXPECT_NE(nested.find("did you mean 'training.epochs'"), std::string::npos) << nested;
 }
 
-TEST(TrainConfig, WrongTypesAndRangesNameTheKeyAndLine) {
+TEST_F(TrainConfigTest, WrongTypesAndRangesNameTheKeyAndLine) {
   const std::string path = write_yaml("data:\n  batch_size: many\n");
   const std::string msg = error_of(path);
   EXPECT_NE(msg.find(path + ":2:15"), std::string::npos) << msg;
@@ -129,7 +132,7 @@ TEST(TrainConfig, WrongTypesAndRangesNameTheKeyAndLine) {
   EXPECT_EQ(load_config(write_yaml("distributed: {zero_stage: 1}\n"), {}).distributed.zero_stage, 1);
 }
 
-TEST(TrainConfig, OverrideErrorsNameTheOverride) {
+TEST_F(TrainConfigTest, OverrideErrorsNameTheOverride) {
   EXPECT_NE(error_of("", {"training.epochz=3"}).find("did you mean 'training.epochs'"),
             std::string::npos);
   EXPECT_NE(error_of("", {"training.epochs=abc"}).find("--set training.epochs=abc"),
@@ -138,7 +141,7 @@ TEST(TrainConfig, OverrideErrorsNameTheOverride) {
   EXPECT_NE(error_of("", {"training=3"}).find("is a section"), std::string::npos);
 }
 
-TEST(TrainConfig, CrossKeyChecks) {
+TEST_F(TrainConfigTest, CrossKeyChecks) {
   EXPECT_NE(error_of("", {"optimizer.kind=sgd", "optimizer.nesterov=true"}).find("momentum > 0"),
             std::string::npos);
   EXPECT_NE(error_of("", {"data.kind=hdf5"}).find("hdf5 data needs file"), std::string::npos);
@@ -146,7 +149,7 @@ TEST(TrainConfig, CrossKeyChecks) {
   EXPECT_NE(error_of("/nonexistent/run.yaml").find("cannot open"), std::string::npos);
 }
 
-TEST(TrainConfig, TotalLimitNeedsAutomaticNamingNamingTheLine) {
+TEST_F(TrainConfigTest, TotalLimitNeedsAutomaticNamingNamingTheLine) {
   const std::string path =
       write_yaml("project:\n  automatic_checkpoint_naming: false\n  total_limit: 3\n");
   const std::string msg = error_of(path);
@@ -159,7 +162,7 @@ TEST(TrainConfig, TotalLimitNeedsAutomaticNamingNamingTheLine) {
   EXPECT_EQ(error_of("", {"project.total_limit=2"}), "");
 }
 
-TEST(TrainConfig, OriginsNameWhereEachKeyWasSet) {
+TEST_F(TrainConfigTest, OriginsNameWhereEachKeyWasSet) {
   const std::string path = write_yaml("seed: 1\nproject:\n  resume: latest\n");
   const TrainConfig c = load_config(path, {"training.epochs=3", "seed=2"});
   EXPECT_EQ(c.origin("project.resume"), path + ":3:11");
@@ -169,7 +172,7 @@ TEST(TrainConfig, OriginsNameWhereEachKeyWasSet) {
   EXPECT_EQ(load_config("", {}).origin("project.dir"), "config");
 }
 
-TEST(TrainConfig, EffectiveYamlRoundTrips) {
+TEST_F(TrainConfigTest, EffectiveYamlRoundTrips) {
   const TrainConfig c = load_config("", {"training.max_steps=10", "project.resume=latest"});
   const TrainConfig again = load_config(write_yaml(c.yaml), {});
   EXPECT_EQ(again.yaml, c.yaml);

@@ -1,13 +1,13 @@
 #include "training_run.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include "mpitrain/collectives/mpi_runtime.hpp"
+#include "temp_dir.hpp"
 
 namespace mpitrain::app {
 namespace {
@@ -28,8 +28,8 @@ std::string contents(std::FILE* file) {
 TEST(TrainingRun, LongProjectDirAppearsWholeInTheMessages) {
   MpiRuntime runtime;
   Communicator comm(runtime);
-  const fs::path base = fs::temp_directory_path() / ("mpitrain_training_run_test_" + std::to_string(::getpid()));
-  fs::path dir = base;
+  const test_support::TempDir base("training_run");
+  fs::path dir = base.path();
   for (char c : {'a', 'b', 'c'}) dir /= std::string(200, c);  // 600+ characters, each name < NAME_MAX
   ASSERT_GT(dir.string().size(), 600u);
   const TrainConfig config = load_config(
@@ -51,7 +51,6 @@ TEST(TrainingRun, LongProjectDirAppearsWholeInTheMessages) {
   EXPECT_NE(text.find("step 4: saved " + saved + "\n"), std::string::npos) << text;
   EXPECT_NE(text.find("; weights in " + dir.string()), std::string::npos) << text;
   EXPECT_NE(text.find("epoch 0: test accuracy "), std::string::npos) << text;
-  fs::remove_all(base);
 }
 
 }  // namespace

@@ -13,35 +13,13 @@
 #include "mpitrain/checkpoint/checkpoint_state.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/tensor/tensor.hpp"
+#include "temp_dir.hpp"
 
 namespace mpitrain::checkpoint::testing {
 
-// A fresh empty folder under the system temp folder, removed (recursively) on destruction.
-class TempDir {
- public:
-  explicit TempDir(std::string_view tag);
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const noexcept { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
-// The same fresh folder on every rank (rank 0 creates it); removed by rank 0 after a barrier.
-class SharedTempDir {
- public:
-  SharedTempDir(const Communicator& comm, std::string_view tag);
-  ~SharedTempDir();
-  SharedTempDir(const SharedTempDir&) = delete;
-  SharedTempDir& operator=(const SharedTempDir&) = delete;
-  const std::filesystem::path& path() const noexcept { return path_; }
-
- private:
-  const Communicator& comm_;
-  std::filesystem::path path_;
-};
+// The temporary folders of tests/support/temp_dir.hpp, under the names these tests use.
+using test_support::SharedTempDir;
+using test_support::TempDir;
 
 // Runs `f` on rank 0 only; an exception there is rethrown on every rank (so a failing
 // rank-0-only step can never leave the other ranks waiting in the next collective).

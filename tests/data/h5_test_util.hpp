@@ -3,14 +3,14 @@
 // Every call is checked; a failure throws naming the call and the file.
 
 #include <hdf5.h>
-#include <unistd.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "temp_dir.hpp"
 
 namespace mpitrain::data::test {
 
@@ -34,26 +34,7 @@ class H5Id {
   herr_t (*close_)(hid_t);
 };
 
-// A fresh directory under the system's temporary folder, removed with everything in it.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    path_ = std::filesystem::temp_directory_path() /
-            ("mpitrain_" + tag + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using test_support::TempDir;  // tests/support/temp_dir.hpp
 
 // Writes `values` as dataset `name` of shape `dims` and HDF5 type `file_type` (memory type
 // `memory_type`); chunk_rows > 0 makes it chunked with deflate.

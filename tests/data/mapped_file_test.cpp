@@ -4,7 +4,6 @@
 #include "mpitrain/data/mapped_file.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "temp_dir.hpp"
+
 namespace mpitrain::data {
 namespace {
 
@@ -22,15 +23,6 @@ namespace fs = std::filesystem;
 
 class MappedFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("mapped_file_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Writes `size` bytes, byte i being i % 251, to `name`.
   fs::path write(const std::string& name, std::size_t size) const {
     std::vector<char> bytes(size);
@@ -50,7 +42,8 @@ class MappedFileTest : public ::testing::Test {
     return "(no error)";
   }
 
-  fs::path dir_;
+  const test_support::TempDir temp_{"mapped_file"};
+  const fs::path dir_ = temp_.path();
 };
 
 TEST_F(MappedFileTest, GivesTheFilesBytes) {

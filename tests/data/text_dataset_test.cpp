@@ -1,11 +1,12 @@
 #include "mpitrain/data/text_dataset.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "temp_dir.hpp"
 
 namespace mpitrain::data {
 namespace {
@@ -52,9 +53,8 @@ TEST(TextDataset, Utf8Check) {
 }
 
 TEST(TextDataset, ReadsAFolderInNameOrderWithoutLinksAndIndexes) {
-  const fs::path dir = fs::temp_directory_path() / ("text_dataset_test_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const test_support::TempDir temp("text_dataset");
+  const fs::path& dir = temp.path();
   std::ofstream(dir / "b") << "second\n";
   std::ofstream(dir / "a") << "first\n";
   std::ofstream(dir / "a.dat") << "\xFF\xFF index";
@@ -72,7 +72,6 @@ TEST(TextDataset, ReadsAFolderInNameOrderWithoutLinksAndIndexes) {
     EXPECT_NE(std::string(e.what()).find("/c' is not valid UTF-8 (byte 4)"), std::string::npos) << e.what();
   }
   EXPECT_THROW(read_text_files(dir / "missing"), std::runtime_error);
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,13 +1,14 @@
 #include "mpitrain/data/token_shard.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "temp_dir.hpp"
 
 namespace mpitrain::data {
 namespace {
@@ -17,15 +18,6 @@ namespace fs = std::filesystem;
 // A folder of its own per test, removed at the end.
 class TokenShard : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("token_shard_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Writes a file of the given header words (the rest of the 256 zero) and payload bytes,
   // built by hand, independently of write_token_shard.
   fs::path raw(const std::string& name, const std::vector<std::int32_t>& words, const std::vector<std::uint8_t>& payload,
@@ -51,7 +43,8 @@ class TokenShard : public ::testing::Test {
     return "(no error)";
   }
 
-  fs::path dir_;
+  const test_support::TempDir temp_{"token_shard"};
+  const fs::path dir_ = temp_.path();
 };
 
 // Returns the tokens of `tokens` in a vector.

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine_test_util.hpp"
+#include "temp_dir.hpp"
 #include "mpitrain/collectives/collective_timeout.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
@@ -1223,9 +1224,8 @@ TEST_F(EngineTest, GatherPadAndReduceAcrossRanks) {
 
 TEST_F(EngineTest, MainProcessFirstRunsTheMainProcessBeforeTheOthers) {
   Engine engine({}, comm_);
-  const std::int64_t tag = comm_.allreduce_value<std::int64_t>(comm_.rank() == 0 ? getpid() : 0, ReduceOp::sum);
-  const std::filesystem::path marker =
-      std::filesystem::temp_directory_path() / ("mpitrain_main_first_" + std::to_string(tag));
+  const test_support::SharedTempDir dir(comm_, "main_first");
+  const std::filesystem::path marker = dir / "marker";
   {
     auto guard = engine.main_process_first();
     if (engine.is_main_process()) {
@@ -1235,7 +1235,6 @@ TEST_F(EngineTest, MainProcessFirstRunsTheMainProcessBeforeTheOthers) {
     }
   }
   engine.wait_for_everyone();
-  if (engine.is_main_process()) std::filesystem::remove(marker);
   EXPECT_EQ(engine.is_local_main_process(), comm_.local_rank() == 0);
 }
 

@@ -9,13 +9,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "mpitrain/collectives/algorithm_selection.hpp"
 #include "mpitrain/collectives/communicator.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
+#include "temp_dir.hpp"
 #include "tune.hpp"
 
 namespace mpitrain::bench {
@@ -66,12 +66,9 @@ TEST(TuneRules, WinnersPerSizeMergedIntoRanges) {
 TEST(TuneRules, TunedTableRoundTripsThroughAFile) {
   MpiRuntime runtime;
   const Communicator comm(runtime);
-  // One file for the whole job: named after rank 0's pid.
-  const std::int64_t pid =
-      comm.allreduce_value<std::int64_t>(comm.rank() == 0 ? ::getpid() : 0, ReduceOp::sum);
-  const std::string shared_path =
-      (std::filesystem::temp_directory_path() / ("tune_test_" + std::to_string(pid) + ".json"))
-          .string();
+  // One file for the whole job, in a folder that rank 0 makes and removes.
+  const test_support::SharedTempDir dir(comm, "tune_test");
+  const std::string shared_path = (dir / "table.json").string();
   Options opt;
   opt.tune = shared_path;
   opt.dtype = "f32";
@@ -85,8 +82,6 @@ TEST(TuneRules, TunedTableRoundTripsThroughAFile) {
   // Four collectives of one type, at least one rule each, then the built-in rules.
   EXPECT_GE(loaded.rules().size(), 4 + AlgorithmSelection::builtin().rules().size());
   EXPECT_EQ(loaded.rules().back().algorithm, AlgorithmSelection::builtin().rules().back().algorithm);
-  comm.barrier();
-  if (comm.rank() == 0) std::filesystem::remove(shared_path);
 }
 
 }  // namespace
