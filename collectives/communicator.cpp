@@ -220,9 +220,6 @@ Communicator::Communicator(const MpiRuntime& runtime, std::int64_t fortran_handl
   }
   c.create_half_ops();
   c.shm = std::make_unique<detail::ShmSegment>(c.node);
-  if (const char* table = std::getenv("MPITRAIN_ALGORITHM_TABLE"); table != nullptr && *table) {
-    use_algorithm_table(table);
-  }
   rank_ = c.rank;
   size_ = c.size;
   thread_level_ = runtime.thread_level();
@@ -230,6 +227,11 @@ Communicator::Communicator(const MpiRuntime& runtime, std::int64_t fortran_handl
   local_size_ = c.local_size;
   node_count_ = c.node_count;
   node_index_ = c.node_index;
+  // Last: the ranks agree on the table through this communicator, which needs its rank and
+  // size above.
+  if (const char* table = std::getenv("MPITRAIN_ALGORITHM_TABLE"); table != nullptr && *table) {
+    use_algorithm_table(table);
+  }
 }
 
 Communicator Communicator::self(const MpiRuntime& runtime) {
@@ -440,7 +442,12 @@ std::string_view Communicator::default_wire_allreduce_algorithm(std::size_t coun
 
 std::string Communicator::cannot_run(std::string_view algo, Collective op, DType type,
                                      ReduceOp reduce) const {
-  const CollectiveArgs args = make_args(op, nullptr, nullptr, 1, type, reduce);
+  // Two separate buffers for a call of one element per rank (never read or written), so that
+  // checks of where the buffers lie (shm's reduce_scatter refuses overlapping ones) answer
+  // for the algorithm, not for the stand-in arguments.
+  std::vector<std::byte> send(static_cast<std::size_t>(size_) * dtype_bytes(type));
+  std::vector<std::byte> recv(send.size());
+  const CollectiveArgs args = make_args(op, send.data(), recv.data(), 1, type, reduce);
   try {
     resolve(args, algo, false);
   } catch (const std::invalid_argument& e) {

@@ -14,6 +14,8 @@
 #include <cmath>
 #include <functional>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "collective_values.hpp"
+#include "temp_dir.hpp"
 #include "mpitrain/collectives/mpi_error.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
 
@@ -972,6 +975,87 @@ TEST_F(CommunicatorTest, MovedCommunicatorKeepsWorking) {
   EXPECT_EQ(other.allreduce_value(1, ReduceOp::sum), other.size());
   comm_ = std::move(other);  // the fixture's communicator back, for its destructor
   EXPECT_EQ(comm_.allreduce_value(1, ReduceOp::max), 1);
+}
+
+// Sets an environment variable for its lifetime, then removes it (also when a test fails).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+// A table that sends every allreduce to the ring (the built-in table never does below 8 KiB).
+constexpr const char* kRingTable =
+    R"({"format": "mpitrain-algorithm-table", "version": 1, "rules": [)"
+    R"({"op": "allreduce", "types": "*", "reduces": "*", "algorithm": "ring"}]})";
+
+// The table was loaded before the communicator knew its size, so at 2 ranks or more the
+// ranks' agreement on it threw "recv_counts has 1 entries for 2 ranks" for any table.
+TEST_F(CommunicatorTest, AlgorithmTableFromTheEnvironmentIsUsedOnEveryRank) {
+  const test_support::SharedTempDir dir(comm_, "algorithm_table_env");
+  if (rank() == 0) std::ofstream(dir / "ring.json") << kRingTable;
+  comm_.barrier();
+  const ScopedEnv env("MPITRAIN_ALGORITHM_TABLE", (dir / "ring.json").string());
+  const Communicator with_table(runtime_);
+  EXPECT_EQ(with_table.default_allreduce_algorithm(100, DType::f32, ReduceOp::sum), "ring");
+  EXPECT_EQ(comm_.algorithm_selection().digest(), AlgorithmSelection::builtin().digest());
+  // 1 + 2 + ... + n on every rank, through the table's algorithm.
+  std::vector<float> v(100, static_cast<float>(rank() + 1));
+  with_table.allreduce(v.data(), v.data(), v.size(), DType::f32, ReduceOp::sum);
+  EXPECT_EQ(v[99], static_cast<float>(size() * (size() + 1) / 2));
+}
+
+TEST_F(CommunicatorTest, ABadAlgorithmTableFromTheEnvironmentThrowsNamingItOnEveryRank) {
+  const test_support::SharedTempDir dir(comm_, "algorithm_table_env_bad");
+  if (rank() == 0) std::ofstream(dir / "cut.json") << R"({"format": "mpitrain-algo)";
+  comm_.barrier();
+  const std::string path = (dir / "cut.json").string();
+  const ScopedEnv env("MPITRAIN_ALGORITHM_TABLE", path);
+  try {
+    const Communicator with_table(runtime_);
+    ADD_FAILURE() << "rank " << rank() << ": expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("algorithm table " + path), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 0: "), std::string::npos) << e.what();
+  }
+  // The failed constructions freed what they made: this communicator still works.
+  EXPECT_EQ(comm_.allreduce_value(1, ReduceOp::sum), size());
+}
+
+// cannot_run asked about shm's reduce_scatter with null stand-ins for both buffers, which
+// shm's overlap check took for overlapping ones: collective_bench --algo all (and --tune)
+// left shm out of every reduce_scatter.
+TEST_F(CommunicatorTest, CannotRunAnswersForTheAlgorithmNotForStandInBuffers) {
+  for (Collective op : {Collective::allreduce, Collective::reduce_scatter,
+                        Collective::allgather, Collective::broadcast}) {
+    for (DType type : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+      const std::string why = comm_.cannot_run("shm", op, type);
+      if (comm_.node_count() == 1) {
+        EXPECT_EQ(why, "") << "op " << static_cast<int>(op) << ", " << to_string(type);
+      } else {
+        EXPECT_NE(why.find("nodes"), std::string::npos) << why;
+      }
+    }
+  }
+  if (comm_.node_count() > 1) return;
+  // And the call it allows runs: block r of the sum of every rank's (i + rank) is
+  // n * i + n (n - 1) / 2, i the element's index in send.
+  const std::size_t block = 3;
+  std::vector<float> send(n() * block), recv(block);
+  for (std::size_t i = 0; i < send.size(); ++i) send[i] = static_cast<float>(i + rank());
+  comm_.reduce_scatter(send.data(), recv.data(), block, DType::f32, ReduceOp::sum, "shm");
+  for (std::size_t j = 0; j < block; ++j) {
+    const std::size_t i = static_cast<std::size_t>(rank()) * block + j;
+    EXPECT_EQ(recv[j], static_cast<float>(n() * i + n() * (n() - 1) / 2)) << j;
+  }
 }
 
 }  // namespace
