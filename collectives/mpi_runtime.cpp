@@ -55,6 +55,14 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv, ThreadLevel required) {
     owns_ = true;
   }
   provided_ = from_mpi(provided);
+  if (owns_) {
+    // Open MPI 4.1 reports the error of a nonblocking collective's request (every collective
+    // with a timeout waits on one) through MPI_COMM_WORLD's handler, not through that of
+    // the communicator the collective ran on. MPI is ours, so its world returns errors too,
+    // and check_mpi turns them into MpiError instead of ending the job.
+    check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+              "MPI_Comm_set_errhandler (MPI_COMM_WORLD)", -1, 0);
+  }
   {
     // MPI_COMM_WORLD's handler is the host's (by default fatal): return errors instead.
     const detail::ScopedErrorsReturn errors_return(MPI_COMM_WORLD, -1);

@@ -6,6 +6,10 @@
 // finalises it (a library linked into an HPC job must not finalise MPI it does not own).
 // Failures throw MpiError: the calls on MPI_COMM_WORLD run with MPI_ERRORS_RETURN set for
 // their duration (the host's handler, fatal by default, is restored before returning).
+// When it initialises MPI itself it sets MPI_ERRORS_RETURN on MPI_COMM_WORLD for good: Open
+// MPI 4.1 reports errors of nonblocking collectives (which a Communicator with a timeout
+// waits on) through MPI_COMM_WORLD's handler. A host that initialised MPI keeps its handler;
+// with the default, fatal one, such an error then ends its job instead of throwing MpiError.
 
 #include <string>
 

@@ -29,7 +29,8 @@ class WaitExpired : public std::exception {
   std::chrono::nanoseconds waited_;
 };
 
-// Returns MPI_SUCCESS once every one of the `n` requests completed, or the MPI error code.
+// Returns MPI_SUCCESS once every one of the `n` requests completed, or the MPI error code
+// (the failed request's own, e.g. MPI_ERR_TRUNCATE, rather than MPI_ERR_IN_STATUS).
 // timeout > 0: throws WaitExpired once `timeout` has passed since the call began with a
 // request unfinished (the requests stay posted; the communicator is unusable afterwards).
 int wait_requests(MPI_Request* reqs, int n, std::chrono::nanoseconds timeout);

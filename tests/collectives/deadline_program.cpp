@@ -20,8 +20,13 @@
 //                barrier that call begins with and then stops: rank 0 times out in the
 //                measurement itself, waiting for its probe partner; the others (3 ranks) in
 //                the allreduce that ends the call (#6)
-// A CollectiveMismatch or CollectiveTimeout is printed as "rank R caught: WHAT" and the
-// program exits 3; finishing every collective exits 0 ("rank R: done").
+//   truncate     rank 0 passes 512 values to #5 (MPI's algorithm), the others 1024: MPI
+//                fails rank 0's call with MPI_ERR_TRUNCATE, which must reach it as MpiError
+//                although the timeout makes the call wait on a nonblocking request (Open MPI
+//                reports those through MPI_COMM_WORLD's handler); rank 0 prints it and ends
+//                the job with Communicator::abort(3)
+// A CollectiveMismatch, CollectiveTimeout or MpiError is printed as "rank R caught: WHAT" and
+// the program exits 3; finishing every collective exits 0 ("rank R: done").
 
 #include <signal.h>
 
@@ -68,6 +73,9 @@ void run(const std::string& mode, const Communicator& comm) {
       } else {
         comm.core_latency_ns();
       }
+    } else if (mode == "truncate" && i == 5) {
+      const std::size_t count = comm.rank() == 0 ? data.size() / 2 : data.size();
+      comm.allreduce(data.data(), data.data(), count, DType::f32, ReduceOp::sum, "mpi");
     } else if (mode == "fingerprint") {
       allreduce(comm, data, odd_call ? ReduceOp::max : ReduceOp::sum);
       comm.check_collectives();
@@ -82,7 +90,8 @@ void run(const std::string& mode, const Communicator& comm) {
 int main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(stderr,
-                 "usage: deadline_program stop|skip|fingerprint|debug|throw|latency TIMEOUT_S\n");
+                 "usage: deadline_program stop|skip|fingerprint|debug|throw|latency|truncate "
+                 "TIMEOUT_S\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -96,7 +105,8 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d caught: %s\n", comm.rank(), e.what());
     std::fflush(stderr);
-    if (mode == "throw") comm.abort(3);  // MPI_Finalize would wait for the stopped rank
+    // MPI_Finalize would wait for the stopped rank, or for the peers still in #5.
+    if (mode == "throw" || mode == "truncate") comm.abort(3);
     return 3;
   }
   std::printf("rank %d: done\n", comm.rank());

@@ -155,6 +155,16 @@ def scenario_throw(args):
     check("ending the job (MPI_Abort)" not in out, "the library aborted\n" + context)
 
 
+def scenario_truncate(args):
+    code, out, seconds, cmd = run(args, "truncate")
+    context = f"{cmd}\nexit {code} after {seconds:.1f} s\n{out}"
+    check(code != 0, "the job exited 0\n" + context)
+    check(seconds < TIMEOUT_S + SLACK_S, "the job did not end within timeout + 10 s\n" + context)
+    check(re.search(r"^rank 0 caught: MPI_.* failed on rank 0 \(count 512\): MPI_ERR_TRUNCATE",
+                    out, re.M) is not None, "rank 0 did not catch an MpiError\n" + context)
+    check("An error occurred in MPI_" not in out, "MPI's fatal handler ended the job\n" + context)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--mpiexec", required=True)
