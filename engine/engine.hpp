@@ -27,7 +27,10 @@
 // loss_scale / (gradient_accumulation_steps * world_size) (a multiply of the small
 // (batch, outputs) tensor that the 1/accumulation_steps division needs anyway), and the
 // buckets are summed: after a synchronising backward every rank holds the mean over ranks of
-// the accumulated mean-loss gradients, bit-identical on every rank.
+// the accumulated mean-loss gradients, bit-identical on every rank. A backward that adds to
+// such a mean without zero_grad() in between (a second loss, a forgotten zero_grad) first
+// divides it by world_size, so the next synchronisation gives that mean plus the new one, as
+// DDP does (summing every rank's copy as it is would count it world_size times).
 // ZeRO stage 1 (EngineConfig::zero_stage = 1, more than one rank): the buckets are
 // reduce-scattered instead, each rank holds the mean for its shard only (Parameter::grad keeps
 // its own unreduced gradient), step() updates the shard with a copy of the optimizer whose

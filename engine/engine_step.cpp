@@ -73,6 +73,9 @@ void Engine::run_backward(const std::function<void()>& body) {
   const bool implicit = phase_.start_backward("Engine::backward", loader_ends_window());
   // Any backward adds to the gradients: what an earlier synchronisation said of them is void.
   reduced_finite_.clear();
+  // A backward without zero_grad() after a synchronising one adds to the mean that one left;
+  // DDP's result is that mean plus the new one, so divide it before the next sum over ranks.
+  sync_->divide_held_mean();
   const auto t0 = Clock::now();
   try {
     if (phase_.sync_gradients()) {

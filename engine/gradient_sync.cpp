@@ -300,6 +300,7 @@ SyncReport GradientSync::finish() {
   if (comm_.size() > 1) report.bucket_finite = bucket_finite_;
   copy_out();
   in_sync_ = false;
+  holds_mean_ = comm_.size() > 1 && !sharded_;
   if (options_.unused_parameters == UnusedParameterPolicy::error && report.ranks_with_unused > 0) {
     // Every rank knows that some rank has unused parameters (the reduced count), so every
     // rank takes this path and the names can be gathered: each rank's message lists them all.
@@ -358,6 +359,17 @@ void GradientSync::zero_grad() {
   for (Entry& e : params_) {
     if (!e.external_grad.empty()) std::fill(e.external_grad.begin(), e.external_grad.end(), 0.0f);
   }
+  holds_mean_ = false;
+}
+
+void GradientSync::divide_held_mean() {
+  if (!holds_mean_) return;
+  const float n = static_cast<float>(comm_.size());
+  for (float* g = storage_data_; g != storage_data_ + storage_count_; ++g) *g /= n;
+  for (Entry& e : params_) {
+    for (float& g : e.external_grad) g /= n;
+  }
+  holds_mean_ = false;
 }
 
 void GradientSync::allocate_storage() {

@@ -346,6 +346,45 @@ TEST_F(EngineTest, NoSyncGuardSuppressesSynchronisation) {
   EXPECT_TRUE(engine.step());
 }
 
+// A second backward without zero_grad() (two losses, or a forgotten zero_grad) used to sum
+// every rank's copy of the first backward's mean again: n * mean1 + mean2. The result is now
+// mean1 + mean2, as in DDP, for a gradient in the buckets ("a") and one in the user's own
+// buffer ("b"), also across a step and a no_sync() backward. Rank r adds k (r + 1) to every
+// gradient in backward k (before the engine's 1/n), so mean k is k (n + 1) / 2.
+TEST_F(EngineTest, BackwardsWithoutZeroGradAddTheirMeans) {
+  Engine engine({}, comm_);
+  std::vector<float> a(3, 1.0f), b(2, 1.0f), b_grad(2, 0.0f);
+  engine.register_parameters({{"a", {3}, a, {}}, {"b", {2}, b, b_grad}});
+  const auto backward = [&](float k) {
+    engine.backward([&] {
+      const float g = k * static_cast<float>(comm_.rank() + 1) * engine.loss_gradient_scale();
+      for (float& v : engine.gradient("a")) v += g;
+      for (float& v : b_grad) v += g;
+      engine.grad_ready("a");
+      engine.grad_ready("b");
+    });
+  };
+  const float half = static_cast<float>(n() + 1) / 2.0f;  // (n + 1) / 2
+  const auto expect_all = [&](float expected, const char* when) {
+    for (float v : engine.gradient("a")) EXPECT_FLOAT_EQ(v, expected) << when;
+    for (float v : b_grad) EXPECT_FLOAT_EQ(v, expected) << when;
+  };
+  backward(1);
+  expect_all(half, "after backward 1");
+  backward(2);
+  expect_all(3 * half, "after backward 2");
+  EXPECT_TRUE(engine.step());  // no optimizer: the gradients stay
+  {
+    auto quiet = engine.no_sync();
+    backward(3);  // local only: rank r's copy of the mean plus its own 3 (r + 1) / n
+  }
+  backward(4);
+  expect_all(10 * half, "after backwards 3 (no_sync) and 4, across a step");
+  engine.zero_grad();
+  backward(5);
+  expect_all(5 * half, "after zero_grad and backward 5");
+}
+
 TEST_F(EngineTest, OneBackwardPerAccumulateMicroStep) {
   OwnBuffers own;
   Engine engine({}, comm_);
