@@ -146,7 +146,15 @@ WeightsCommands add_weights_commands(CLI::App& app, Options& options) {
 
 int train(const Options& options, Communicator& comm, const app::StopSignal& stop, app::Log& log) {
   const app::TrainConfig config = app::load_config(options.config, options.overrides);
-  if (config.distributed.algorithm_table) comm.use_algorithm_table(*config.distributed.algorithm_table);
+  if (config.distributed.algorithm_table) {
+    try {
+      comm.use_algorithm_table(*config.distributed.algorithm_table);
+    } catch (const std::runtime_error& e) {
+      // Every rank throws (the ranks agree on the table): a config error, printed once.
+      throw app::ConfigError(config.origin("distributed.algorithm_table") +
+                             ": distributed.algorithm_table: " + e.what());
+    }
+  }
   // Every wait for peers in a collective gives up after timeout_s, naming the ranks that did
   // not arrive (collective_timeout.hpp); the watchdog covers the rest and defers to it.
   comm.set_timeout(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -158,6 +158,14 @@ def scenario_config_errors(r):
     code, out, _ = r.run(2, sets=SYNTHETIC + ["data.split_batches=true", "data.batch_size=15"],
                          expect=2)
     check("data.batch_size" in out, out)
+    # An algorithm table that cannot be read: every rank fails to load it, one message.
+    cut = os.path.join(r.work, "cut_table.json")
+    with open(cut, "w") as f:
+        f.write('{"format": "mpitrain-algo')
+    code, out, _ = r.run(2, sets=SYNTHETIC + [f"distributed.algorithm_table={cut}"], expect=2)
+    check(f"--set distributed.algorithm_table={cut}: distributed.algorithm_table: "
+          f"algorithm table {cut}" in out, out)
+    check(out.count("algorithm table " + cut) == 1, "the message must be printed once:\n" + out)
 
 
 def scenario_train(r):
