@@ -111,21 +111,9 @@ std::string join_path(const std::string& base, std::string_view name) {
   return out;
 }
 
-// Rejects relative paths HDF5 would interpret specially: empty, absolute, "." / ".."
-// components or empty components ("a//b").
+// Rejects relative paths HDF5 would interpret specially (is_valid_object_name).
 void check_relative_name(const std::string& file, const std::string& base, std::string_view name) {
-  if (name.empty() || name.front() == '/' || name.back() == '/') {
-    invalid(file, base, "invalid name '" + std::string(name) + "'");
-  }
-  std::size_t start = 0;
-  while (start <= name.size()) {
-    const std::size_t end = std::min(name.find('/', start), name.size());
-    const std::string_view part = name.substr(start, end - start);
-    if (part.empty() || part == "." || part == "..") {
-      invalid(file, base, "invalid name '" + std::string(name) + "'");
-    }
-    start = end + 1;
-  }
+  if (!is_valid_object_name(name)) invalid(file, base, "invalid name '" + std::string(name) + "'");
 }
 
 H5Id make_plist(hid_t cls, const std::string& file, const std::string& object) {
@@ -421,6 +409,18 @@ void write_scalar_attribute(hid_t obj, std::string_view name, hid_t file_type, h
 }
 
 }  // namespace
+
+bool is_valid_object_name(std::string_view name) noexcept {
+  if (name.empty() || name.front() == '/' || name.back() == '/') return false;
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    const std::size_t end = std::min(name.find('/', start), name.size());
+    const std::string_view part = name.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
 
 // ---- H5Id ------------------------------------------------------------------------------------
 

@@ -249,4 +249,10 @@ class H5File {
 // Returns the HDF5 library's version ("1.10.8").
 std::string hdf5_library_version();
 
+// Returns true when `name` can name an object inside a group of a checkpoint file: not empty,
+// no leading or trailing '/', and no empty, "." or ".." component between slashes (HDF5 would
+// read those as other paths). The engine checks parameter and buffer names with it when they
+// are registered, so that a bad name fails there rather than at the first save.
+bool is_valid_object_name(std::string_view name) noexcept;
+
 }  // namespace mpitrain::checkpoint

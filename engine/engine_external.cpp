@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "mpitrain/engine/detail/prepare_agreement.hpp"
+#include "mpitrain/checkpoint/h5_file.hpp"
 #include "mpitrain/engine/engine.hpp"
 
 namespace mpitrain {
@@ -19,6 +20,9 @@ namespace {
 
 // Returns why `b` cannot be registered, or "".
 std::string buffer_error(const ExternalBuffer& b) {
+  if (!checkpoint::is_valid_object_name(b.name)) {
+    return "buffer '" + b.name + "'" + detail::kBadNameReason;
+  }
   const std::size_t n = numel(b.shape);
   const bool floats = !b.value.empty();
   const bool ints = !b.integers.empty();

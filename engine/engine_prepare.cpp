@@ -9,6 +9,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "mpitrain/checkpoint/h5_file.hpp"
 #include "mpitrain/data/batch_sharding.hpp"
 #include "mpitrain/engine/detail/prepare_agreement.hpp"
 #include "mpitrain/engine/engine.hpp"
@@ -230,6 +231,10 @@ void Engine::register_parameters(std::vector<ExternalParameter> params) {
   for (ExternalParameter& e : params) {
     description += e.name + '\t' + mpitrain::to_string(e.shape) + '\n';
     const std::size_t n = mpitrain::numel(e.shape);
+    if (!checkpoint::is_valid_object_name(e.name)) {
+      error += (error.empty() ? "" : "; ") + ("'" + e.name + "'" + detail::kBadNameReason);
+      continue;
+    }
     if (e.value.size() != n || (!e.grad.empty() && e.grad.size() != n)) {
       error += (error.empty() ? "" : "; ") +
                ("'" + e.name + "' has shape " + mpitrain::to_string(e.shape) + " (" + std::to_string(n) +

@@ -11,6 +11,12 @@
 
 namespace mpitrain::detail {
 
+// Ends the local error of a parameter or buffer whose quoted name
+// checkpoint::is_valid_object_name refuses: a name the first save would fail on.
+inline constexpr const char* kBadNameReason =
+    " cannot name an object in a checkpoint (it is empty, starts or ends with '/', or has an "
+    "empty, '.' or '..' part between slashes)";
+
 // Returns the FNV-1a 64-bit hash of `text` (a fingerprint, not a security measure).
 std::uint64_t fingerprint(std::string_view text);
 

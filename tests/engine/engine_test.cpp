@@ -793,6 +793,27 @@ TEST_F(EngineTest, InvalidArgumentsOnOneRankAreReportedOnEveryRank) {
         << what;
     EXPECT_EQ(engine.gradient_sync(), nullptr);
   }
+  // Names a checkpoint cannot hold: refused here, not at the first save.
+  for (const std::string& name : {std::string(), std::string("."), std::string("a//b"),
+                                  std::string("/w"), std::string("w/"), std::string("a/../b")}) {
+    std::vector<float> w(4);
+    const std::string what = error_of([&] {
+      engine.register_parameters({{bad ? name : "w", {4}, w, {}}});
+    });
+    EXPECT_NE(what.find(failing + "'" + name + "' cannot name an object in a checkpoint"),
+              std::string::npos)
+        << what;
+  }
+  {
+    std::vector<float> w(4), stats(2);
+    engine.register_parameters({{"w", {4}, w, {}}});
+    const std::string what = error_of([&] {
+      engine.register_buffers({{bad ? "bn//mean" : "bn/mean", {2}, stats, {}}});
+    });
+    EXPECT_NE(what.find(failing + "buffer 'bn//mean' cannot name an object in a checkpoint"),
+              std::string::npos)
+        << what;
+  }
   // Every rank is still in step: a valid prepare works and synchronises.
   ASSERT_NO_THROW(engine.prepare(good, good_opt));
   EXPECT_TRUE(identical_on_all_ranks(comm_, flatten(good.parameters())));
