@@ -267,8 +267,9 @@ SaveResult CheckpointManager::commit(const CheckpointState& state, const Communi
     std::error_code ec;
     if (fs::exists(fs::symlink_status(target, ec))) {
       throw CheckpointError("'" + target.string() +
-                            "' already exists; checkpoints are never overwritten (set "
-                            "ProjectConfiguration::iteration or remove it)");
+                            "' already exists; checkpoints are never overwritten (save to "
+                            "another folder or remove it; with automatic naming, "
+                            "ProjectConfiguration::iteration sets the next number)");
     }
     fs::create_directories(target.parent_path(), ec);
     if (ec) {

@@ -14,8 +14,8 @@
 // Algorithms are chosen by name (collective.hpp lists them per collective); "default" lets
 // the communicator choose per call from its AlgorithmSelection (algorithm_selection.hpp).
 // A name that no algorithm of that collective has, or an algorithm that cannot run the call
-// (a 16-bit average through reduce_bcast, a nonblocking ring), throws std::invalid_argument
-// naming the call, the rank and the reason, before anything is sent.
+// (shm across nodes, a nonblocking ring), throws std::invalid_argument naming the call, the
+// rank and the reason, before anything is sent.
 
 #include <atomic>
 #include <chrono>
