@@ -230,21 +230,30 @@ void TorchModel::before_forward() {
   if (options_.broadcast_buffers) engine_.broadcast_buffers();
 }
 
-void TorchModel::check_grads(std::string_view who) const {
+std::optional<std::size_t> TorchModel::first_detached_grad() const {
   for (std::size_t k = 0; k < names_.size(); ++k) {
     const at::Tensor& g = torch_->params[k].grad();
     const std::span<float> slot = engine_.gradient(names_[k]);
-    if (g.defined() && g.data_ptr() == static_cast<void*>(slot.data()) && g.scalar_type() == torch::kFloat &&
-        g.sizes() == torch_->params[k].sizes()) {
-      continue;
+    if (!g.defined() || g.data_ptr() != static_cast<void*>(slot.data()) ||
+        g.scalar_type() != torch::kFloat || g.sizes() != torch_->params[k].sizes()) {
+      return k;
     }
+  }
+  return std::nullopt;
+}
+
+void TorchModel::check_grads(std::string_view who) const {
+  if (const std::optional<std::size_t> detached = first_detached_grad()) {
+    const std::size_t k = *detached;
+    const at::Tensor& g = torch_->params[k].grad();
     throw std::logic_error(
         std::string(who) + " (rank " + std::to_string(engine_.rank()) + "): the .grad of parameter '" +
         names_[k] + "' is " + (g.defined() ? "no longer" : "undefined (set to None), not") +
         " the view of its slot in the engine's gradient buckets, so it would not be "
         "synchronised. A set-to-none zero_grad (module.zero_grad(true)) or an assignment to "
-        ".grad detached it: call the engine's zero_grad (TorchModel::zero_grad) instead, or a "
-        "torch zero_grad that zeroes in place (optimizer.zero_grad(), module.zero_grad(false))");
+        ".grad detached it: call the engine's zero_grad (TorchModel::zero_grad), which binds "
+        "the views again, and use it, or a torch zero_grad that zeroes in place "
+        "(optimizer.zero_grad(), module.zero_grad(false)), from then on");
   }
 }
 
@@ -254,7 +263,9 @@ void TorchModel::backward(const at::Tensor& loss) {
 }
 
 void TorchModel::zero_grad() {
-  check_grads("TorchModel::zero_grad");
+  // A .grad torch set to None or replaced is bound to its slot again; what the slot holds is
+  // what zero_grad discards (or, inside an accumulation window, keeps, as the engine does).
+  if (first_detached_grad()) bind_gradients();
   engine_.zero_grad();
 }
 

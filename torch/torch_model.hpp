@@ -66,6 +66,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -152,12 +153,14 @@ class TorchModel {
   // when a .grad is no longer a bucket view.
   void backward(const at::Tensor& loss);
   // Zeroes the gradients in place after a synchronising micro-step (Engine::zero_grad), the
-  // .grad views kept. Throws std::logic_error (check_grads) when a .grad is no longer a view.
+  // .grad views kept. A .grad that is no longer a view (torch set it to None, or it was
+  // replaced) is first made the view of its bucket slot again.
   void zero_grad();
   // Throws std::logic_error naming `who`, the rank and the first parameter whose .grad is not
   // the view of its bucket slot (undefined: torch set it to None, e.g. module.zero_grad(true);
-  // or replaced), saying to call the engine's zero_grad (TorchModel::zero_grad) or a torch
-  // zero_grad that zeroes in place (optimizer.zero_grad(), module.zero_grad(false)).
+  // or replaced), saying to call the engine's zero_grad (TorchModel::zero_grad, which binds
+  // the views again) or a torch zero_grad that zeroes in place (optimizer.zero_grad(),
+  // module.zero_grad(false)).
   void check_grads(std::string_view who) const;
 
   // Returns every rank's `t` concatenated along dim 0 (rows may differ; the other dimensions
@@ -209,6 +212,8 @@ class TorchModel {
   struct Torch;  // the libtorch objects (torch_model.cpp)
   void prepare(torch::optim::Optimizer& optimizer);
   void bind_gradients();
+  // Returns the index of the first parameter whose .grad is not the view of its bucket slot.
+  std::optional<std::size_t> first_detached_grad() const;
   void install_hooks();
 
   Engine& engine_;
