@@ -8,8 +8,13 @@
 // returns MPI errors instead of aborting); a root outside [0, size()) throws MpiError
 // (MPI_ERR_ROOT) before MPI is called, and inconsistent buffer sizes throw
 // std::invalid_argument naming the call and the rank.
-// Collectives must be called by every rank of the communicator in the same order, from one
-// thread at a time (the CommStream worker, or the main thread).
+// Collectives must be called by every rank of the communicator in the same order, with the
+// same count, type and op, from one thread at a time (the CommStream worker, or the main
+// thread). Counts that differ between ranks are the caller's error, as in MPI, and are not
+// checked per call: MPI's algorithm may fail with MPI_ERR_TRUNCATE (MpiError), while shm and
+// ring give wrong values without a word. check_collectives() names them after the fact (the
+// Engine checks once per step) and the debug mode (MPITRAIN_DEBUG_COLLECTIVES=1) names the
+// first call that differs, before it runs.
 //
 // Algorithms are chosen by name (collective.hpp lists them per collective); "default" lets
 // the communicator choose per call from its AlgorithmSelection (algorithm_selection.hpp).
