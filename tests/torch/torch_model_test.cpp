@@ -224,7 +224,8 @@ TEST_F(TorchModelTest, SetToNoneZeroGradGivesAClearErrorAndZeroGradRebinds) {
       std::memcpy(&u, &v, sizeof u);
       bits = bits * 31 + u;
     }
-    EXPECT_EQ(comm_.allreduce_value(bits, ReduceOp::max), comm_.allreduce_value(bits, ReduceOp::min))
+    EXPECT_EQ(comm_.allreduce_value(bits, ReduceOp::max),
+              comm_.allreduce_value(bits, ReduceOp::min))
         << name;
   }
 }
