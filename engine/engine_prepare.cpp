@@ -4,6 +4,7 @@
 // shards loaders for this rank.
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
@@ -223,6 +224,38 @@ void Engine::prepare_loader(data::DataLoader& loader, bool training) {
   state_.batches_in_epoch = loader.position();
 }
 
+namespace {
+
+// Returns why two of `params` may not be registered together because their values (or their
+// gradient buffers) share memory, or "": a tied tensor registered under two names would be
+// reduced twice and stepped twice per step.
+std::string shared_memory_error(const std::vector<ExternalParameter>& params) {
+  for (const bool grads : {false, true}) {
+    struct Range {
+      const float* begin;
+      const float* end;
+      const std::string* name;
+    };
+    std::vector<Range> ranges;
+    for (const ExternalParameter& e : params) {
+      const std::span<float> s = grads ? e.grad : e.value;
+      if (!s.empty()) ranges.push_back({s.data(), s.data() + s.size(), &e.name});
+    }
+    std::sort(ranges.begin(), ranges.end(),
+              [](const Range& a, const Range& b) { return std::less<>()(a.begin, b.begin); });
+    for (std::size_t i = 1; i < ranges.size(); ++i) {
+      if (std::less<>()(ranges[i].begin, ranges[i - 1].end)) {
+        return "'" + *ranges[i - 1].name + "' and '" + *ranges[i].name + "' share " +
+               (grads ? "gradient" : "value") +
+               " memory (register a tied tensor once, under one name)";
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 void Engine::register_parameters(std::vector<ExternalParameter> params) {
   std::vector<std::unique_ptr<nn::Parameter>> owned;
   std::vector<SyncedParameter> synced;
@@ -248,6 +281,9 @@ void Engine::register_parameters(std::vector<ExternalParameter> params) {
     if (!e.grad.empty()) p->grad = Tensor::view(e.grad, e.shape);
     synced.push_back({p.get(), e.grad});
     owned.push_back(std::move(p));
+  }
+  if (std::string shared = shared_memory_error(params); !shared.empty()) {
+    error += (error.empty() ? "" : "; ") + shared;
   }
   setup_sync(std::move(synced), "Engine::register_parameters", description, std::move(error));
   external_params_ = std::move(owned);

@@ -804,6 +804,21 @@ TEST_F(EngineTest, InvalidArgumentsOnOneRankAreReportedOnEveryRank) {
               std::string::npos)
         << what;
   }
+  {  // One tensor under two names (tied weights), by values and by gradient buffers.
+    std::vector<float> w(4), v(4), g(8);
+    const std::string what = error_of([&] {
+      const std::span<float> tied =
+          bad ? std::span<float>(w).last(2) : std::span<float>(v).first(2);
+      engine.register_parameters({{"w", {4}, w, {}}, {"tied", {2}, tied, {}}});
+    });
+    EXPECT_NE(what.find(failing + "'w' and 'tied' share value memory"), std::string::npos) << what;
+    const std::string grads = error_of([&] {
+      engine.register_parameters({{"w", {4}, w, std::span<float>(g).first(4)},
+                                  {"v", {4}, v, std::span<float>(g).subspan(bad ? 2 : 4, 4)}});
+    });
+    EXPECT_NE(grads.find(failing + "'w' and 'v' share gradient memory"), std::string::npos)
+        << grads;
+  }
   {
     std::vector<float> w(4), stats(2);
     engine.register_parameters({{"w", {4}, w, {}}});
