@@ -160,8 +160,11 @@ def scenario_truncate(args):
     context = f"{cmd}\nexit {code} after {seconds:.1f} s\n{out}"
     check(code != 0, "the job exited 0\n" + context)
     check(seconds < TIMEOUT_S + SLACK_S, "the job did not end within timeout + 10 s\n" + context)
-    check(re.search(r"^rank 0 caught: MPI_.* failed on rank 0 \(count 512\): MPI_ERR_TRUNCATE",
-                    out, re.M) is not None, "rank 0 did not catch an MpiError\n" + context)
+    # The error is the request's own: MPI_ERR_TRUNCATE, or, when libnbc's next round fails
+    # first (about one run in eight under ASan's timing), the code -1 that libnbc returns.
+    check(re.search(r"^rank 0 caught: MPI_.* failed on rank 0 \(count 512\): "
+                    r"(MPI_ERR_TRUNCATE|MPI error code -1)", out, re.M) is not None,
+          "rank 0 did not catch an MpiError\n" + context)
     check("An error occurred in MPI_" not in out, "MPI's fatal handler ended the job\n" + context)
 
 
