@@ -54,12 +54,22 @@ struct RunLength {
   std::int64_t total = 0;
 };
 
-RunLength run_length(const TrainConfig& config, const data::DataLoader& loader, int ranks) {
+// Collective (one allreduce): every rank refuses a run that gives some rank no batch.
+RunLength run_length(const TrainConfig& config, const data::DataLoader& loader,
+                     const Communicator& comm) {
   RunLength n;
   n.batches = static_cast<std::int64_t>(loader.batches_per_epoch());
-  if (n.batches == 0) {
-    throw ConfigError(fmt::format("data: {} gives no batch per epoch (batch_size {} with drop_last on {} ranks)",
-                                  loader.dataset().describe(), config.data.batch_size, ranks));
+  // Agreed: with even_batches false a rank may get no batch while the others get some, and a
+  // ConfigError on that rank alone would leave the others waiting in prepare's collective.
+  const double mine = n.batches == 0 ? 1.0 : 0.0;
+  double some_rank_empty = 0.0;
+  comm.allreduce(&mine, &some_rank_empty, 1, DType::f64, ReduceOp::max);
+  if (some_rank_empty > 0.0) {
+    throw ConfigError(fmt::format(
+        "data: {} gives some rank no batch per epoch (batch_size {} on {} ranks, drop_last {}, "
+        "even_batches {}): use fewer ranks, a smaller batch_size, or even_batches: true",
+        loader.dataset().describe(), config.data.batch_size, comm.size(), config.data.drop_last,
+        config.data.even_batches));
   }
   const std::int64_t accumulation = config.training.gradient_accumulation_steps;
   n.steps_per_epoch = (n.batches + accumulation - 1) / accumulation;
@@ -155,9 +165,11 @@ class TrainingRun {
       : config_(config), comm_(comm), stop_(stop), watchdog_(watchdog), log_(log), fault_(fault) {}
 
   TrainingOutcome run() {
-    check_project_dir();
+    // Every check that can refuse the run (data, memory, batches, the model) comes before
+    // project.overwrite removes the earlier run: a refused run destroys nothing.
     set_up_model();
     set_up_loaders();
+    check_project_dir();
     set_up_output();
     clean_up_checkpoint_folder();
     resume();
@@ -226,7 +238,7 @@ class TrainingRun {
     const data::DataLoaderOptions train_options = train_loader_options(config_);
     p_.train_loader.emplace(
         config_checked("data.batch_size", [&] { return engine.make_loader(p_.sets.train, train_options); }));
-    p_.length = run_length(config_, *p_.train_loader, comm_.size());
+    p_.length = run_length(config_, *p_.train_loader, comm_);
     p_.scheduler.emplace(make_scheduler(config_, *p_.optimizer, p_.length.total));
     if (p_.model.external) {
       prepare_external_model();

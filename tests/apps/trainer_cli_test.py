@@ -640,6 +640,19 @@ def scenario_runs(r):
                 "project.overwrite: true to remove that run's metrics.jsonl, checkpoints and model files first")
     check(out.count(expected) == 1, out)
     check(open(os.path.join(project, "metrics.jsonl")).read() == before, "the refused run wrote metrics")
+    # project.overwrite with a config error found at start (a batch no rank can fill): the
+    # run is refused before anything is removed.
+    code, out, _ = r.run(2, sets=base + ["project.overwrite=true", "data.drop_last=true",
+                                         "data.batch_size=100000"], expect=2)
+    check("gives some rank no batch per epoch" in out and "removed the earlier run" not in out, out)
+    check(open(os.path.join(project, "metrics.jsonl")).read() == before, "the refused run removed metrics")
+    check(checkpoint_names(project) == ["checkpoint_0"], f"{checkpoint_names(project)}")
+    # With even_batches false and more ranks than examples, one rank gets no batch: every
+    # rank refuses the run (it used to wait in prepare until the timeout, the cause unsaid).
+    code, out, seconds = r.run(2, sets=SYNTHETIC + [
+        f"project.dir={r.project('no_batch')}", "data.synthetic.train_size=1", "data.even_batches=false"],
+        expect=2)
+    check(out.count("gives some rank no batch per epoch") == 1 and seconds < 60, out)
     # project.overwrite: the earlier run is removed, this one starts over.
     code, out, _ = r.run(2, sets=base + ["project.overwrite=true"], expect=0)
     check("project.overwrite: removed the earlier run's metrics.jsonl, checkpoints, model.h5 from" in out, out)
