@@ -48,6 +48,7 @@
 #include "mpitrain/checkpoint/checkpoint_error.hpp"
 #include "mpitrain/checkpoint/state_file.hpp"
 #include "mpitrain/collectives/communicator.hpp"
+#include "mpitrain/collectives/mpi_error.hpp"
 #include "mpitrain/collectives/mpi_runtime.hpp"
 #include "run_start.hpp"
 #include "self_check.hpp"
@@ -149,6 +150,8 @@ int train(const Options& options, Communicator& comm, const app::StopSignal& sto
   if (config.distributed.algorithm_table) {
     try {
       comm.use_algorithm_table(*config.distributed.algorithm_table);
+    } catch (const MpiError&) {
+      throw;  // MPI failed under the agreement: not a problem of the table
     } catch (const std::runtime_error& e) {
       // Every rank throws (the ranks agree on the table): a config error, printed once.
       throw app::ConfigError(config.origin("distributed.algorithm_table") +

@@ -61,10 +61,7 @@ RunLength run_length(const TrainConfig& config, const data::DataLoader& loader,
   n.batches = static_cast<std::int64_t>(loader.batches_per_epoch());
   // Agreed: with even_batches false a rank may get no batch while the others get some, and a
   // ConfigError on that rank alone would leave the others waiting in prepare's collective.
-  const double mine = n.batches == 0 ? 1.0 : 0.0;
-  double some_rank_empty = 0.0;
-  comm.allreduce(&mine, &some_rank_empty, 1, DType::f64, ReduceOp::max);
-  if (some_rank_empty > 0.0) {
+  if (comm.allreduce_value(n.batches == 0 ? 1 : 0, ReduceOp::max) == 1) {
     throw ConfigError(fmt::format(
         "data: {} gives some rank no batch per epoch (batch_size {} on {} ranks, drop_last {}, "
         "even_batches {}): use fewer ranks, a smaller batch_size, or even_batches: true",

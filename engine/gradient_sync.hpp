@@ -209,13 +209,12 @@ class GradientSync {
   bool has_external() const noexcept { return has_external_; }
   // Sets every gradient to zero (bucket storage and external buffers).
   void zero_grad();
-  // Returns true when the gradients hold the mean over ranks that a synchronisation left
-  // there (not sharded, more than one rank) and no zero_grad() has cleared since.
-  bool holds_mean() const noexcept { return holds_mean_; }
-  // Divides every gradient (bucket storage and external buffers) by the number of ranks and
-  // clears holds_mean(). A backward that adds to a held mean calls it first: the next
-  // reduction sums every rank's copy of that mean, and mean / n summed over n ranks is the
-  // mean again (as DDP, which divides whatever the buckets hold), not n times it.
+  // When the gradients hold the mean over ranks that a synchronisation left there (not
+  // sharded, more than one rank) and no zero_grad() has cleared since: divides every gradient
+  // (bucket storage and external buffers) by the number of ranks; otherwise does nothing. A
+  // backward that adds to a held mean calls it first: the next reduction sums every rank's
+  // copy of that mean, and mean / n summed over n ranks is the mean again (as DDP, which
+  // divides whatever the buckets hold), not n times it.
   void divide_held_mean();
   // Returns the layout, bucket 0 first (the first launched).
   const std::vector<Bucket>& buckets() const noexcept { return buckets_; }
@@ -284,7 +283,7 @@ class GradientSync {
   std::vector<ShardPiece> pieces_;
 
   bool in_sync_ = false;
-  bool holds_mean_ = false;                 // see holds_mean()
+  bool holds_mean_ = false;                 // see divide_held_mean()
   std::vector<std::uint8_t> ready_;         // per parameter, this sync
   std::vector<std::size_t> pending_;        // per bucket: parameters not ready yet
   std::vector<CommFuture> futures_;         // per bucket, overlapped launches
