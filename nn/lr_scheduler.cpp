@@ -153,6 +153,13 @@ void LrScheduler::load_state_dict(const StateDict& state) {
   optimizer_->set_lr(last_lr_);
 }
 
+void LrScheduler::set_total_steps(std::int64_t total_steps) {
+  check_steps(warmup_steps_, total_steps, "LrScheduler::set_total_steps");
+  total_steps_ = total_steps;
+  last_lr_ = base_lr_ * multiplier(last_step_);
+  optimizer_->set_lr(last_lr_);
+}
+
 LrScheduler make_scheduler(std::string_view kind, Optimizer& optimizer,
                            std::int64_t warmup_steps, std::int64_t total_steps) {
   return LrScheduler(optimizer, parse_lr_schedule_kind(kind), warmup_steps, total_steps);

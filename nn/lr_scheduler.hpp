@@ -62,6 +62,12 @@ class LrScheduler {
   // constructed one. Throws std::invalid_argument naming the key, changing nothing.
   void load_state_dict(const StateDict& state);
 
+  // Resizes the schedule to `total_steps`, keeping the step count, and sets the optimizer's
+  // lr to base_lr * multiplier(last_step) of the new size: for a resumed run whose length
+  // changed (another global batch gives another number of steps per epoch), so that the
+  // schedule still ends with the run. Throws std::invalid_argument if total_steps < 0.
+  void set_total_steps(std::int64_t total_steps);
+
  private:
   Optimizer* optimizer_;
   LrScheduleKind kind_;

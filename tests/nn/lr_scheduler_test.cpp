@@ -156,6 +156,33 @@ TEST(LrScheduler, StateDictResumesExactly) {
   }
 }
 
+// A schedule resized mid-run continues as one built with the new size from the start: the
+// step count is kept, and the lr is set at once.
+TEST(LrScheduler, SetTotalStepsKeepsTheStepCount) {
+  Parameter p{"p", Tensor({1}), Tensor({1})};
+  Sgd resized_opt({&p}, {.lr = 0.5});
+  LrScheduler resized(resized_opt, LrScheduleKind::linear, 2, 10);
+  Sgd sized_opt({&p}, {.lr = 0.5});
+  LrScheduler sized(sized_opt, LrScheduleKind::linear, 2, 22);
+  for (int s = 0; s < 6; ++s) {
+    resized.step();
+    sized.step();
+  }
+  EXPECT_EQ(resized_opt.lr(), 0.5 * 4.0 / 8.0);  // (10 - 6) / (10 - 2)
+  resized.set_total_steps(22);
+  EXPECT_EQ(resized.total_steps(), 22);
+  EXPECT_EQ(resized.last_step(), 6);
+  EXPECT_EQ(resized_opt.lr(), 0.5 * 16.0 / 20.0);  // (22 - 6) / (22 - 2)
+  for (int s = 6; s < 22; ++s) {
+    ASSERT_EQ(resized_opt.lr(), sized_opt.lr()) << "step " << s;
+    resized.step();
+    sized.step();
+  }
+  EXPECT_EQ(resized_opt.lr(), 0.0);
+  expect_invalid_argument([&] { resized.set_total_steps(-1); }, {"set_total_steps", "total_steps (-1)"});
+  EXPECT_EQ(resized.total_steps(), 22);
+}
+
 TEST(LrScheduler, LoadStateDictIsAllOrNothing) {
   Parameter p{"p", Tensor({1}), Tensor({1})};
   Sgd opt({&p}, {.lr = 0.1});
