@@ -375,7 +375,10 @@ class Engine {
     std::filesystem::path dir;           // the checkpoint folder loaded
     std::vector<std::string> warnings;   // world size changed: derived streams, data position
   };
-  // Collective: loads the newest committed checkpoint of the project. Throws
+  // Collective: loads the newest committed checkpoint of the project that passes
+  // verification (checkpoint::CheckpointManager::verify). Newer ones that fail it are kept,
+  // named in a warning, and numbered past: the next automatic save follows the newest. When
+  // every checkpoint fails verification, loading the newest throws naming its damage. Throws
   // checkpoint::CheckpointError when there is none.
   LoadReport load_state();
   // Collective: loads checkpoint folder `dir`. All-or-nothing: every file is verified against
@@ -461,6 +464,10 @@ class Engine {
   };
 
  private:
+  // load_state(dir) with `warnings` first in the report, and the next automatic save at
+  // least checkpoint_<next_iteration> (past newer checkpoints load_state() skipped).
+  LoadReport load_checkpoint(const std::filesystem::path& dir, std::vector<std::string> warnings,
+                             std::optional<std::int64_t> next_iteration);
   // Returns true when the training loader's last batch of the epoch was just read and
   // ends the accumulation window (sync_with_dataloader).
   bool loader_ends_window() const;

@@ -234,22 +234,55 @@ checkpoint::SaveResult Engine::save_state(const fs::path& dir) {
 Engine::LoadReport Engine::load_state() {
   checkpoint::CheckpointManager& manager = checkpoints();
   idle_stream();
+  // Rank 0 chooses, so every rank loads the same folder even if a listing races a save: the
+  // newest committed checkpoint that passes verification. Newer ones that fail it are kept,
+  // named in a warning, and numbered past (the next save follows the newest). When every one
+  // fails, the newest is loaded, and that names its damage.
   std::string chosen;
+  std::string skipped;
+  std::int64_t next = 0;
   std::optional<std::string> error;
   if (comm_.rank() == 0) {
-    const std::optional<fs::path> latest = manager.latest();
-    if (latest) {
-      chosen = latest->string();
-    } else {
-      error = "no committed checkpoint in '" + manager.checkpoints_dir().string() + "'";
-    }
+    error = checkpoint::capture_error([&] {
+      const std::vector<checkpoint::CheckpointInfo> all = manager.list();
+      if (all.empty()) {
+        throw CheckpointError("no committed checkpoint in '" + manager.checkpoints_dir().string() +
+                              "'");
+      }
+      for (auto it = all.rbegin(); it != all.rend() && chosen.empty(); ++it) {
+        const std::optional<std::string> damage =
+            checkpoint::capture_error([&] { manager.verify(it->dir); });
+        if (!damage) {
+          chosen = it->dir.string();
+        } else {
+          skipped += (skipped.empty() ? "" : "; ") + it->dir.filename().string() +
+                     " fails verification (" + *damage + ")";
+        }
+      }
+      if (chosen.empty()) {
+        chosen = all.back().dir.string();
+        skipped.clear();
+      }
+      next = all.back().number + 1;
+    });
   }
   checkpoint::agree_on_success(comm_, error, "Engine::load_state");
-  // Rank 0 decides, so every rank loads the same folder even if a listing races a save.
-  return load_state(fs::path(checkpoint::broadcast_string(comm_, chosen, 0)));
+  chosen = checkpoint::broadcast_string(comm_, chosen, 0);
+  skipped = checkpoint::broadcast_string(comm_, skipped, 0);
+  if (skipped.empty()) return load_checkpoint(fs::path(chosen), {}, std::nullopt);
+  comm_.broadcast(std::span<std::int64_t>(&next, 1), 0);
+  return load_checkpoint(fs::path(chosen),
+                         {"newer checkpoints were skipped and are kept: " + skipped +
+                          "; the next automatic save is checkpoint_" + std::to_string(next)},
+                         next);
 }
 
 Engine::LoadReport Engine::load_state(const fs::path& dir) {
+  return load_checkpoint(dir, {}, std::nullopt);
+}
+
+Engine::LoadReport Engine::load_checkpoint(const fs::path& dir, std::vector<std::string> warnings,
+                                           std::optional<std::int64_t> next_iteration) {
   if (phase_.micro_step_open()) {
     throw std::logic_error("Engine::load_state (rank " + std::to_string(comm_.rank()) +
                            "): called inside an accumulate() micro-step; load before it starts "
@@ -262,6 +295,10 @@ Engine::LoadReport Engine::load_state(const fs::path& dir) {
 
   LoadReport report;
   report.dir = loaded.dir;
+  report.warnings = std::move(warnings);
+  if (next_iteration) {
+    manager.set_next_iteration(std::max(*next_iteration, manager.next_iteration()));
+  }
   if (manager.config().automatic_checkpoint_naming) {
     const std::string warning = newer_checkpoints_warning(manager, comm_);
     if (!warning.empty()) report.warnings.push_back(warning);

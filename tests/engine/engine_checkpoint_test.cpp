@@ -29,6 +29,7 @@ namespace mpitrain {
 namespace {
 
 namespace fs = std::filesystem;
+using checkpoint::testing::flip_byte;
 using checkpoint::testing::SharedTempDir;
 
 constexpr std::size_t kFeatures = 6;
@@ -185,6 +186,50 @@ TEST_F(EngineCheckpointTest, LoadRestoresEveryComponentAndNumberingContinues) {
   run.train(3);
   EXPECT_TRUE(same_bits(run.fingerprint(), fresh.fingerprint()));
   EXPECT_EQ(fresh.engine->save_state().number, 2);
+}
+
+// load_state() passes over newer checkpoints that fail verification (a damaged disk): it
+// loads the newest sound one, names the others, keeps them, and numbers the next save past
+// them, so no warning says that save will fail. When every checkpoint is damaged it throws
+// naming the newest one's damage.
+TEST_F(EngineCheckpointTest, LoadStateSkipsNewerCheckpointsThatFailVerification) {
+  SharedTempDir dir(comm_, "engine_skip_damaged");
+  TrainingRun run(comm_, dir.path(), {8});
+  run.train(2);
+  run.engine->save_state();
+  run.train(2);
+  run.engine->save_state();
+  const std::vector<double> at_checkpoint_1 = run.fingerprint();
+  run.train(2);
+  run.engine->save_state();
+  const fs::path checkpoints = dir.path() / "checkpoints";
+  checkpoint::testing::on_rank0(comm_, [&] { flip_byte(checkpoints / "checkpoint_2" / "state.h5", 100); });
+
+  TrainingRun fresh(comm_, dir.path(), {8});
+  const Engine::LoadReport report = fresh.engine->load_state();
+  EXPECT_EQ(report.dir.filename(), "checkpoint_1");
+  EXPECT_TRUE(same_bits(fresh.fingerprint(), at_checkpoint_1));
+  ASSERT_EQ(report.warnings.size(), 1u);
+  EXPECT_NE(report.warnings[0].find("newer checkpoints were skipped and are kept: checkpoint_2 fails "
+                                    "verification ("),
+            std::string::npos)
+      << report.warnings[0];
+  EXPECT_NE(report.warnings[0].find("state.h5"), std::string::npos) << report.warnings[0];
+  EXPECT_NE(report.warnings[0].find("the next automatic save is checkpoint_3"), std::string::npos)
+      << report.warnings[0];
+  EXPECT_EQ(fresh.engine->checkpoints().next_iteration(), 3);
+  EXPECT_TRUE(fs::exists(checkpoints / "checkpoint_2"));
+  fresh.train(1);
+  EXPECT_EQ(fresh.engine->save_state().number, 3);
+
+  checkpoint::testing::on_rank0(comm_, [&] {
+    for (const char* name : {"checkpoint_0", "checkpoint_1", "checkpoint_3"}) {
+      flip_byte(checkpoints / name / "state.h5", 100);
+    }
+  });
+  const std::string msg = error_of([&] { fresh.engine->load_state(); });
+  EXPECT_NE(msg.find("checkpoint_3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("state.h5"), std::string::npos) << msg;
 }
 
 TEST_F(EngineCheckpointTest, MismatchesNameTheKeyAndLeaveTheRunningStateUntouched) {
