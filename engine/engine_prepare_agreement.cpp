@@ -54,19 +54,26 @@ std::string quote(const ParamLine* line) {
   return "'" + line->name + "' " + line->shape;
 }
 
-// Throws std::invalid_argument naming every rank whose `local_error` is set, and why.
+// Throws std::invalid_argument naming every rank whose `local_error` is set, and why; a
+// cause every failing rank gives alike (a setting all ranks share) is said once.
 // Collective: every rank calls it when some rank's error flag is set.
 [[noreturn]] void throw_invalid_arguments(const Communicator& comm, const std::string& prefix,
                                           const std::string& local_error) {
   const std::vector<std::string> errors = comm.allgather_strings(local_error);
   std::string failing;
   std::string causes;
+  std::string common;
+  bool alike = true;
   for (std::size_t r = 0; r < errors.size(); ++r) {
     if (errors[r].empty()) continue;
+    if (common.empty()) common = errors[r];
+    alike = alike && errors[r] == common;
     failing += (failing.empty() ? "" : ", ") + std::to_string(r);
     causes += "; rank " + std::to_string(r) + ": " + errors[r];
   }
-  throw std::invalid_argument(prefix + "invalid arguments on rank(s) " + failing + causes +
+  const bool several = failing.find(',') != std::string::npos;
+  throw std::invalid_argument(prefix + "invalid arguments on rank(s) " + failing +
+                              (several && alike ? ": " + common : causes) +
                               " (nothing was prepared, on any rank)");
 }
 

@@ -565,6 +565,11 @@ TEST_F(EngineTest, UnevenTrainingLoadersAreRejected) {
   const std::string what = error_of([&] { engine.prepare(model, opt, loader); });
   EXPECT_NE(what.find("invalid arguments on rank(s) 0, 1"), std::string::npos) << what;
   EXPECT_NE(what.find("rank 1 reads 1 batches per epoch and rank 0 2"), std::string::npos) << what;
+  // Every rank gives the same cause: it is said once, after the list of ranks.
+  EXPECT_EQ(what.find("would not pair up"), what.rfind("would not pair up")) << what;
+  std::string every_rank = "0";
+  for (std::size_t r = 1; r < n(); ++r) every_rank += ", " + std::to_string(r);
+  EXPECT_NE(what.find("rank(s) " + every_rank + ": the training loader"), std::string::npos) << what;
   EXPECT_EQ(engine.gradient_sync(), nullptr);
   EXPECT_EQ(loader.options().world_size, 1u);
   // prepare_loader alone gives the same reason, and also leaves the loader as it was.
