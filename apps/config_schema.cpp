@@ -117,9 +117,10 @@ std::vector<KeySpec> training_keys() {
 
 std::vector<KeySpec> run_keys() {
   return {
-      {"distributed.bucket_cap_mb", K::number, "25", "gradient bucket size, MiB", false, {}, 0.0},
+      {"distributed.bucket_cap_mb", K::number, "25", "gradient bucket size, MiB", false, {}, 0.0,
+       1048576.0, false, {}, true},
       {"distributed.first_bucket_mb", K::number, "1", "first (last layers') bucket, MiB", false,
-       {}, 0.0},
+       {}, 0.0, 1048576.0, false, {}, true},
       {"distributed.overlap", K::boolean, "true", "reduce buckets while backward runs"},
       {"distributed.grad_comm_dtype", K::choice, "fp32", "gradients on the wire: fp32|bf16|fp16",
        false, {"fp32", "bf16", "fp16"}},

@@ -24,6 +24,7 @@ struct KeySpec {
   std::optional<double> max = {};              // inclusive upper bound
   bool max_exclusive = false;
   std::optional<std::size_t> list_size = {};   // exact length for lists
+  bool min_exclusive = false;
 };
 
 // Returns every key of the schema, in print-config order.

@@ -1,5 +1,6 @@
 #include "train_config.hpp"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -35,19 +36,17 @@ std::string describe(const YAML::Node& n) {
 }
 
 std::string range_text(const KeySpec& k) {
-  std::ostringstream s;
   if (k.min && k.max) {
-    s << " in [" << *k.min << ", " << *k.max << (k.max_exclusive ? ")" : "]");
-  } else if (k.min) {
-    s << " >= " << *k.min;
-  } else if (k.max) {
-    s << (k.max_exclusive ? " < " : " <= ") << *k.max;
+    return fmt::format(" in {}{}, {}{}", k.min_exclusive ? "(" : "[", *k.min, *k.max,
+                       k.max_exclusive ? ")" : "]");
   }
-  return s.str();
+  if (k.min) return fmt::format(" {} {}", k.min_exclusive ? ">" : ">=", *k.min);
+  if (k.max) return fmt::format(" {} {}", k.max_exclusive ? "<" : "<=", *k.max);
+  return "";
 }
 
 void check_range(const KeySpec& k, double v, const Origin& at, const YAML::Node& n) {
-  const bool below = k.min && v < *k.min;
+  const bool below = k.min && (k.min_exclusive ? v <= *k.min : v < *k.min);
   const bool above = k.max && (k.max_exclusive ? v >= *k.max : v > *k.max);
   if (below || above || !std::isfinite(v)) {
     fail(at, k.path, "expected a value" + range_text(k) + ", got " + describe(n));
@@ -68,6 +67,16 @@ std::int64_t as_integer(const KeySpec& k, const YAML::Node& n, const Origin& at)
   return v;
 }
 
+// Returns `v` as a YAML scalar in its shortest form that reads back as the same double
+// ("0.0003", not the "0.00029999999999999997" of yaml-cpp's 17 digits), with a ".0" before
+// any exponent ("1.0e-05"): YAML 1.1 readers such as PyYAML take "1e-05" for a string.
+YAML::Node number_node(double v) {
+  std::string text = fmt::format("{}", v);
+  const std::size_t e = text.find('e');
+  if (e != std::string::npos && text.find('.') == std::string::npos) text.insert(e, ".0");
+  return YAML::Node(text);
+}
+
 double as_number(const KeySpec& k, const YAML::Node& n, const Origin& at) {
   double v = 0;
   if (!n.IsScalar() || !YAML::convert<double>::decode(n, v)) {
@@ -86,7 +95,7 @@ YAML::Node validate(const KeySpec& k, const YAML::Node& n, const Origin& at) {
   }
   switch (k.kind) {
     case ValueKind::integer: return YAML::Node(as_integer(k, n, at));
-    case ValueKind::number: return YAML::Node(as_number(k, n, at));
+    case ValueKind::number: return number_node(as_number(k, n, at));
     case ValueKind::boolean: {
       bool b = false;
       if (!n.IsScalar() || !YAML::convert<bool>::decode(n, b)) {
@@ -120,7 +129,7 @@ YAML::Node validate(const KeySpec& k, const YAML::Node& n, const Origin& at) {
         if (k.kind == ValueKind::integer_list) {
           out.push_back(as_integer(k, item, at));
         } else {
-          out.push_back(as_number(k, item, at));
+          out.push_back(number_node(as_number(k, item, at)));
         }
       }
       return out;
@@ -161,11 +170,18 @@ void unknown_key(const Origin& at, const std::string& prefix, const std::string&
 
 void read_mapping(const std::string& file, const YAML::Node& map, const std::string& prefix,
                   Values& values, Origins& origins) {
+  std::map<std::string, std::string> seen;  // name -> where it was first given
   for (const auto& entry : map) {
     const Origin at = origin_of(file, entry.first);
     if (!entry.first.IsScalar()) throw ConfigError(at.where + ": keys must be plain names");
     const std::string name = entry.first.Scalar();
     const std::string path = join(prefix, name);
+    // YAML forbids a key twice in one mapping; yaml-cpp keeps both, and the later would win
+    // without a word.
+    if (const auto [first, fresh] = seen.emplace(name, at.where); !fresh) {
+      throw ConfigError(at.where + ": '" + path + "' is given twice in the same mapping (first at " +
+                        first->second + "); keep one");
+    }
     if (const KeySpec* k = find_key(path)) {
       const Origin value_at = origin_of(file, entry.second);
       values[path] = validate(*k, entry.second, value_at);

@@ -181,6 +181,51 @@ TEST_F(TrainConfigTest, EffectiveYamlRoundTrips) {
   EXPECT_EQ(again.training.mixed_precision, "no");
 }
 
+// Numbers come back in their shortest exact form, not yaml-cpp's 17 digits, and an exponent
+// has a ".0" before it, so that PyYAML reads a number too; the values are the same doubles.
+TEST_F(TrainConfigTest, NumbersAreWrittenInTheirShortestExactForm) {
+  const TrainConfig c = load_config("", {"optimizer.lr=3e-4", "optimizer.eps=1e-5",
+                                         "optimizer.betas=[0.9, 0.95]", "distributed.bucket_cap_mb=0.1"});
+  EXPECT_NE(c.yaml.find("  lr: 0.0003\n"), std::string::npos) << c.yaml;
+  EXPECT_NE(c.yaml.find("  eps: 1.0e-05\n"), std::string::npos) << c.yaml;
+  EXPECT_NE(c.yaml.find("  betas: [0.9, 0.95]\n"), std::string::npos) << c.yaml;
+  EXPECT_NE(c.yaml.find("  bucket_cap_mb: 0.1\n"), std::string::npos) << c.yaml;
+  EXPECT_EQ(c.optimizer.lr, 3e-4);
+  EXPECT_EQ(c.optimizer.eps, 1e-5);
+  EXPECT_EQ(c.optimizer.betas.at(1), 0.95);
+  const TrainConfig again = load_config(write_yaml(c.yaml), {});
+  EXPECT_EQ(again.optimizer.lr, 3e-4);
+  EXPECT_EQ(again.optimizer.eps, 1e-5);
+  EXPECT_EQ(again.yaml, c.yaml);
+}
+
+// YAML forbids a key twice in one mapping; yaml-cpp would keep the later without a word.
+TEST_F(TrainConfigTest, AKeyGivenTwiceNamesBothPlaces) {
+  const std::string path = write_yaml("training:\n  epochs: 2\n  epochs: 3\n");
+  EXPECT_EQ(error_of(path), path + ":3:3: 'training.epochs' is given twice in the same mapping (first at " +
+                                path + ":2:3); keep one");
+  const std::string sections = write_yaml("training: {epochs: 2}\nseed: 1\ntraining: {log_every: 3}\n");
+  EXPECT_EQ(error_of(sections), sections + ":3:1: 'training' is given twice in the same mapping (first at " +
+                                    sections + ":1:1); keep one");
+  EXPECT_EQ(error_of(write_yaml("training: {epochs: 2}\nproject: {dir: a}\n")), "");
+}
+
+// Bucket sizes are checked when the config is read (exit 2 with the key's place), not when
+// the engine is built: 0 or an absurd size used to end the run with exit 1.
+TEST_F(TrainConfigTest, BucketSizesMustBePositiveAndBounded) {
+  for (const char* key : {"distributed.bucket_cap_mb", "distributed.first_bucket_mb"}) {
+    for (const char* value : {"0", "-1", "1e300", ".inf"}) {
+      const std::string set = std::string(key) + "=" + value;
+      EXPECT_NE(error_of("", {set}).find("--set " + set + ": " + key + ": expected a value in (0, 1048576], got '" +
+                                         value + "'"),
+                std::string::npos)
+          << error_of("", {set});
+    }
+    EXPECT_EQ(error_of("", {std::string(key) + "=1048576"}), "");
+    EXPECT_EQ(error_of("", {std::string(key) + "=0.001"}), "");
+  }
+}
+
 TEST(ConfigSchema, ClosestName) {
   const std::vector<std::string> names = {"epochs", "eval", "log_every"};
   EXPECT_EQ(closest_name("epoch", names), "epochs");
