@@ -151,6 +151,14 @@ def scenario_errors(r):
     code, out = r.run(2, "export", "--checkpoint", latest, "--format", "pickle", "--output", "x.pt", expect=2)
     message = "--format: unknown model format 'pickle' (valid: h5, hdf5, safetensors)"
     check(out.count(message) == 1, f"expected once: {message}\ngot:\n{out}")
+    # A file whose extension names another format than it holds: refused before anything is
+    # written (eval and load_model tell the format by the extension).
+    for fmt, name, wanted in (("safetensors", "m.h5", "*.safetensors"), ("h5", "m.safetensors", "*.h5 or *.hdf5"),
+                              ("h5", "m.pt", "*.h5 or *.hdf5")):
+        target = os.path.join(r.work, name)
+        code, out = r.run(2, "export", "--checkpoint", latest, "--format", fmt, "--output", target, expect=2)
+        message = f"--output {target}: --format {fmt} writes a file named {wanted}"
+        check(out.count(message) == 1 and not os.path.exists(target), f"expected once: {message}\ngot:\n{out}")
 
 
 def main():
