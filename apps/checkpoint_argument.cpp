@@ -24,6 +24,9 @@ fs::path resolve_checkpoint_argument(const TrainConfig& config, const std::strin
   for (auto it = folders.rbegin(); it != folders.rend(); ++it) {
     if (it->naming == wanted) return it->dir;
   }
+  // Only the other naming's folders: a config that does not say how the run named them
+  // still finds them (the newest by their own numbering; there is no other kind to confuse).
+  if (!folders.empty()) return folders.back().dir;
   throw ConfigError(fmt::format("--checkpoint latest: no committed checkpoint in {} (project.dir: {})",
                                 dir.string(), config.project.dir));
 }

@@ -63,13 +63,21 @@ RunLock lock_project_dir(const TrainConfig& config) {
   return std::move(*lock);
 }
 
-// Step 3: a folder named by project.resume is a committed checkpoint.
+// Step 3: project.resume: PATH names a committed checkpoint folder that exists.
 void check_resume_folder(const TrainConfig& config) {
   const std::string& resume = config.project.resume;
   if (resume == "none" || resume == "latest") return;
   const fs::path dir(resume);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return;  // loading it names what is wrong (exit 1)
+  const fs::file_status status = fs::status(dir, ec);
+  if (status.type() == fs::file_type::not_found || (!ec && !fs::is_directory(status))) {
+    throw ConfigError(fmt::format(
+        "{}: project.resume: {} {}; name a committed checkpoint folder, or resume from latest",
+        config.origin("project.resume"), resume,
+        status.type() == fs::file_type::not_found ? "does not exist"
+                                                  : "is a file, not a checkpoint folder"));
+  }
+  if (ec) return;  // cannot be examined: loading it names what is wrong (exit 1)
   const std::string name = dir.lexically_normal().filename().string();
   std::string why;
   if (checkpoint::is_commit_temp_folder_name(name)) {

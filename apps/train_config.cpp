@@ -430,10 +430,6 @@ void check_combinations(const TrainConfig& c, const std::string& where) {
   if (c.scheduler.kind == "constant" && c.scheduler.warmup_steps < 0) {
     throw ConfigError(where + ": scheduler.warmup_steps: must be >= 0");
   }
-  if (c.project.resume == "latest" && !c.project.automatic_checkpoint_naming) {
-    throw ConfigError(where + ": project.resume: latest needs project.automatic_checkpoint_naming: "
-                      "true (name the checkpoint folder to resume from instead)");
-  }
   if (c.project.total_limit && !c.project.automatic_checkpoint_naming) {
     // step_<S> folders are the user's to keep: the library deletes automatic ones only.
     throw ConfigError(c.origin("project.total_limit") +

@@ -75,6 +75,24 @@ RunLength run_length(const TrainConfig& config, const data::DataLoader& loader,
   return n;
 }
 
+// Returns the run's total optimizer steps counted from a resumed position (`step` done,
+// `position` batches into `epoch`): the steps done, the rest of this epoch at this run's
+// batches per epoch (the accumulation window restarts at a resume), and the epochs after it,
+// capped by max_steps. With the saved run's global batch it is run_length's total; with
+// another (another world size and a per-rank batch_size) an epoch has another number of
+// batches, and the saved length would end the run early or late.
+std::int64_t resumed_total(const TrainConfig& config, const RunLength& n, std::int64_t step,
+                           std::int64_t epoch, std::int64_t position) {
+  const std::int64_t accumulation = config.training.gradient_accumulation_steps;
+  std::int64_t total = step;
+  if (epoch < config.training.epochs) {
+    total += (std::max<std::int64_t>(0, n.batches - position) + accumulation - 1) / accumulation;
+    total += (config.training.epochs - epoch - 1) * n.steps_per_epoch;
+  }
+  if (config.training.max_steps) total = std::min(total, *config.training.max_steps);
+  return total;
+}
+
 // Returns "a, b, c" of the first few names, and how many more there are.
 std::string name_list(const std::vector<std::string>& names) {
   constexpr std::size_t kShown = 5;
@@ -179,11 +197,19 @@ class TrainingRun {
   // ---- set-up ----------------------------------------------------------------------------
 
   // A fresh run into a project.dir that holds another run's metrics or checkpoints is a
-  // ConfigError, unless project.overwrite removes that run first (previous_run.hpp). Rank 0
+  // ConfigError, unless project.overwrite removes that run first (previous_run.hpp). A
+  // resumed run continues the one there, and overwrite is ignored (it says so). Rank 0
   // looks and removes (every rank sees the same shared folder); the others learn by a
   // collective, so that no rank has started before the folder is clean.
   void check_project_dir() {
-    if (config_.project.resume != "none") return;
+    if (config_.project.resume != "none") {
+      if (config_.project.overwrite) {
+        say(fmt::format("project.overwrite: true is ignored: project.resume: {} continues the run in {} "
+                        "(nothing is removed)",
+                        config_.project.resume, config_.project.dir));
+      }
+      return;
+    }
     std::vector<std::string> found;
     if (main()) found = previous_run_files(config_.project.dir);
     if (main() && !found.empty() && config_.project.overwrite) {
@@ -312,43 +338,78 @@ class TrainingRun {
     if (engine.step_count() > 0 || engine.batches_in_epoch() > 0) {
       say(fmt::format("resumed at step {} (epoch {}, batch {} of the epoch)", engine.step_count(), engine.epoch(),
                       engine.batches_in_epoch()));
+      fit_length_to_resumed_position();
     }
     if (metrics_) write_run_start(from);
     s_.resumed_at = step();
     s_.last_saved = step();
   }
 
-  // Returns the checkpoint loaded (none when there is none yet): the newest committed one that
-  // passes verification. A newer one that fails it is kept, named in a warning, and numbered
-  // past: the next save follows the newest.
+  // Counts the run's steps again from the resumed position, and resizes the scheduler to
+  // them: the schedule (its linear or cosine decay) then ends with the run, whatever the saved
+  // run's length was (another global batch, epochs or max_steps). Says what changed.
+  void fit_length_to_resumed_position() {
+    const std::int64_t total = resumed_total(config_, p_.length, step(), epoch(),
+                                             static_cast<std::int64_t>(p_.engine->batches_in_epoch()));
+    if (total != p_.length.total) {
+      say(fmt::format("the run ends at step {}, counted from the resumed position at {} batches per rank and "
+                      "epoch (not {}, the length of a run started afresh with this config)",
+                      total, p_.length.batches, p_.length.total));
+      p_.length.total = total;
+      progress_.emplace(p_.length.total, config_.training.log_every, log_);
+    }
+    nn::LrScheduler& scheduler = *p_.scheduler;
+    const std::int64_t saved = scheduler.total_steps();
+    if (saved == total) return;
+    scheduler.set_total_steps(total);
+    say(fmt::format("scheduler: the checkpoint's schedule spans {} steps and this run {}: resized to {} "
+                    "(lr {:.6g} at step {})",
+                    saved, total, total, scheduler.last_lr(), step()));
+  }
+
+  // Returns the checkpoint loaded (none when there is none yet): the newest committed one
+  // that passes verification. With automatic naming Engine::load_state() chooses, and numbers
+  // the next save past newer ones that fail (it names them in a warning); with step_<S>
+  // folders rank 0 chooses here, and a damaged newer folder stands in the way of a later save,
+  // which folders_in_the_way() then refuses.
   std::optional<fs::path> resume_latest() {
     Engine& engine = *p_.engine;
-    checkpoint::CheckpointManager& manager = engine.checkpoints();
+    const fs::path dir = engine.checkpoints().checkpoints_dir();
+    const bool automatic = config_.project.automatic_checkpoint_naming;
     std::string chosen;
-    std::int64_t next = 0;
-    if (main()) {
-      const std::vector<checkpoint::CheckpointInfo> all = manager.list();
-      for (auto it = all.rbegin(); it != all.rend() && chosen.empty(); ++it) {
-        try {
-          manager.verify(it->dir);
-          chosen = it->dir.string();
-        } catch (const std::exception& e) {  // CheckpointError, or the file system's
-          log_.warn("resume: latest: {} fails verification ({}); trying the one before it", it->dir.string(),
-                    e.what());
-        }
-      }
-      if (chosen.empty() && !all.empty()) chosen = all.back().dir.string();  // loading it names the damage
-      next = all.empty() ? 0 : all.back().number + 1;
-    }
+    if (main()) chosen = automatic ? newest_automatic_checkpoint() : newest_sound_step_folder(dir);
     chosen = checkpoint::broadcast_string(comm_, chosen, 0);
-    comm_.broadcast(std::span<std::int64_t>(&next, 1), 0);
     if (chosen.empty()) {
-      say("resume: latest: no checkpoint yet, starting from scratch");
+      say(fmt::format("resume: latest: no checkpoint in {} yet, starting from scratch", dir.string()));
       return std::nullopt;
     }
-    engine.load_state(fs::path(chosen));
-    manager.set_next_iteration(std::max(next, manager.next_iteration()));
-    return fs::path(chosen);
+    return automatic ? engine.load_state().dir : engine.load_state(fs::path(chosen)).dir;
+  }
+
+  // Returns the newest committed checkpoint_<N> (Engine::load_state() verifies), or "".
+  std::string newest_automatic_checkpoint() const {
+    const std::optional<fs::path> latest = p_.engine->checkpoints().latest();
+    return latest ? latest->string() : std::string();
+  }
+
+  // Returns the newest committed step_<S> folder of `dir` that passes verification (warning
+  // of each newer one that fails), the newest when none passes (loading it names the damage),
+  // or "" when there is none.
+  std::string newest_sound_step_folder(const fs::path& dir) const {
+    std::vector<fs::path> committed;
+    for (const CheckpointFolder& f : step_folders(dir)) {
+      if (f.committed) committed.push_back(f.dir);
+    }
+    for (auto it = committed.rbegin(); it != committed.rend(); ++it) {
+      try {
+        p_.engine->checkpoints().verify(*it);
+        return it->string();
+      } catch (const std::exception& e) {  // CheckpointError, or the file system's
+        log_.warn("resume: latest: {} fails verification ({}); trying the one before it", it->string(),
+                  e.what());
+      }
+    }
+    return committed.empty() ? std::string() : committed.back().string();
   }
 
   // The run's header line in metrics.jsonl (rank 0), once the run is known to start, and for
@@ -569,8 +630,11 @@ class TrainingRun {
       log_.warn("{} of {} optimizer steps were skipped for inf/NaN gradients (training.nan_policy: {})", skipped,
                 outcome_.steps, config_.training.nan_policy);
     }
-    say(fmt::format("{} after {} steps in {:.1f} s; weights in {}", outcome_.stopped_by_signal ? "stopped" : "done",
-                    outcome_.steps, outcome_.seconds, model_file.string()));
+    const std::string this_run = s_.resumed_at > 0
+                                     ? fmt::format(" ({} in this run)", outcome_.steps - s_.resumed_at)
+                                     : std::string();
+    say(fmt::format("{} after {} steps{} in {:.1f} s; weights in {}", outcome_.stopped_by_signal ? "stopped" : "done",
+                    outcome_.steps, this_run, outcome_.seconds, model_file.string()));
   }
 
   // ---- helpers -----------------------------------------------------------------------------

@@ -52,6 +52,9 @@ Scenarios:
   zero_stage       distributed.zero_stage: 1 at 2 ranks: the memory line (optimizer state
                    halved), the same weights as stage 0, a sharded checkpoint (manifest
                    zero_stage 1) that resumes at 1 rank with stage 0
+  resume_world_size  saved at 2 ranks, resumed at 1 and at 3 (another global batch): the
+                   run's length and the linear schedule are counted again from the resumed
+                   position; every epoch is finished and evaluated
   multinode_env_check  on a simulated cluster (CTest multinode.trainer.env_check): `trainer
                    env` and `trainer check` at 2 nodes x 2 ranks (check names shm as not run)
   multinode_resume on a simulated cluster (scripts/sim_cluster.sh, 4 nodes; CTest runs it as
@@ -488,6 +491,15 @@ def scenario_step_naming(r):
     check("resumed at step 94" in out, out)
     check(checkpoint_names(project) == ["step_150", "step_40", "step_80", "step_94"],
           f"{checkpoint_names(project)}")
+    # resume: latest takes the newest step_<S> folder; eval and export of `latest` find the
+    # step_<S> folders even with a config that does not say how they were named.
+    code, out, _ = r.run(2, sets=base + ["project.resume=latest", "training.epochs=2", "training.max_steps=160"],
+                         expect=0)
+    check("resumed at step 150" in out and "done after 160 steps (10 in this run)" in out, out)
+    target = os.path.join(r.work, "steps.h5")
+    code, out, _ = r.run(1, "export", "--checkpoint", "latest", "--format", "h5", "--output", target,
+                         sets=[f"project.dir={project}"], expect=0)
+    check(f"of {project}/checkpoints/step_160 to {target}" in out, out)
 
 
 def scenario_cleanup_at_start(r):
@@ -789,6 +801,46 @@ def scenario_multinode_env_check(r):
     check("# trainer check: 4 ranks on 2 nodes" in out and "OK: 0 wrong results" in out, out)
     check("allreduce sum ring f32" in out and "allreduce max reduce_bcast f16" in out, out)
     check("not run: the ranks span 2 nodes and shm runs within one node" in out, out)
+
+
+def scenario_resume_world_size(r):
+    """Saved at 2 ranks with a per-rank batch_size, resumed at 1 and at 3 ranks: the global
+    batch changes, so the rest of the run is counted again at the new number of batches per
+    epoch. The run ends with its last epoch, evaluates after each one, and the linear schedule
+    is resized to the new length (it used to keep the saved one: at 1 rank the lr reached 0
+    halfway, at 3 ranks the run stopped a batch short and skipped the last evaluation)."""
+    first = r.project("saved_at_2")
+    run = SYNTHETIC + ["training.epochs=2", "training.log_every=1", "scheduler.kind=linear",
+                       "optimizer.lr=0.01"]
+    code, out, _ = r.run(2, "--inject-fault", "throw@0:55",
+                         sets=run + [f"project.dir={first}", "project.save_every_steps=50"], timeout=120)
+    check(code != 0 and checkpoint_names(first) == ["checkpoint_0"], out)
+    # Step 50 at 2 ranks is 50 global batches of 32 = 1600 examples into epoch 0, and the
+    # saved schedule spans 2 epochs of 94 steps. At 1 rank an epoch is 188 batches of 16 and
+    # the run resumes at batch 100; at 3 ranks 63 batches of 48, resuming at batch 33.
+    for ranks, batches, position in ((1, 188, 100), (3, 63, 33)):
+        project = r.project(f"resumed_at_{ranks}")
+        shutil.copytree(first, project)
+        _, out, _ = r.run(ranks, sets=run + [f"project.dir={project}", "project.resume=latest"], expect=0)
+        end = 50 + (batches - position) + batches
+        check(f"resumed at step 50 (epoch 0, batch {position} of the epoch)" in out, out)
+        check(f"the run ends at step {end}, counted from the resumed position at {batches} batches per rank "
+              f"and epoch (not {2 * batches}" in out, out)
+        check(f"scheduler: the checkpoint's schedule spans 188 steps and this run {end}: resized to {end}" in out,
+              out)
+        check(f"done after {end} steps ({end - 50} in this run)" in out, out)
+        rows = read_metrics(project, everything=True)
+        resumed = [i for i, row in enumerate(rows) if "resumed" in row][-1]
+        train = [row for row in rows[resumed + 1:] if "eval" not in row]
+        evals = [row["epoch"] for row in rows[resumed + 1:] if "eval" in row]
+        check([row["step"] for row in train] == list(range(51, end + 1)), f"{[row['step'] for row in train]}")
+        check(evals == [0, 1], f"evaluations after epochs {evals}")
+        # The lr a step used: 0.01 * (end - (step - 1)) / end, down to 0.01 / end at the last.
+        for row in train:
+            want = 0.01 * (end - (row["step"] - 1)) / end
+            check(math.isclose(row["lr"], want, rel_tol=1e-6), f"step {row['step']}: lr {row['lr']}, want {want}")
+        print(f"resumed at {ranks} rank(s): steps 51..{end}, evaluations after epochs 0 and 1, "
+              f"lr {train[0]['lr']:.6g} .. {train[-1]['lr']:.6g}")
 
 
 def scenario_multinode_resume(r):

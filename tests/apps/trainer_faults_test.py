@@ -19,7 +19,8 @@ Scenarios:
                    model.hidden or data.batch_size: exit 2, one message naming the key, no
                    MPI_ABORT banner
   resume_manifest  project.resume: PATH of a folder without MANIFEST.json: exit 2 naming it,
-                   and the folder is kept
+                   and the folder is kept; a PATH that does not exist or is a file: exit 2
+                   before anything is written
   resume_fallback  resume: latest past a newest checkpoint that fails verification, with a
                    warning naming it; it is kept and numbered past
   write_access     a project.dir that cannot be written: exit 2 naming it, before training
@@ -280,6 +281,15 @@ def scenario_resume_manifest(r):
                     "MANIFEST.json: it is not a committed checkpoint, so this run does not start (the folder is "
                     "left as it is); name a committed checkpoint, or resume from latest")
     check(os.path.isdir(folder) and sorted(os.listdir(folder)) == kept, f"{folder} was changed")
+    # A path that does not exist, or a file: refused at start (exit 2), before the data is
+    # loaded, and nothing is written (no metrics.jsonl in a new project.dir).
+    fresh = r.project("never_written")
+    for path, why in ((os.path.join(project, "checkpoints", "checkpoint_9"), "does not exist"),
+                      (os.path.join(project, "metrics.jsonl"), "is a file, not a checkpoint folder")):
+        code, out, _ = r.run(2, sets=SYNTHETIC + [f"project.dir={fresh}", f"project.resume={path}"], expect=2)
+        check_once(out, f"trainer: config error: --set project.resume={path}: project.resume: {path} {why}; "
+                        "name a committed checkpoint folder, or resume from latest")
+        check("mpitrain:" not in out and not os.path.exists(os.path.join(fresh, "metrics.jsonl")), out)
 
 
 def scenario_resume_fallback(r):
@@ -297,10 +307,16 @@ def scenario_resume_fallback(r):
         f.seek(-1, 1)
         f.write(bytes([byte[0] ^ 1]))
     code, out, _ = r.run(2, sets=base + ["project.resume=latest"], expect=0)
-    warnings = error_lines(out, "warning: resume: latest: ")
-    check(len(warnings) == 1 and warnings[0].startswith(f"warning: resume: latest: {damaged} fails verification (")
-          and "state.h5" in warnings[0] and warnings[0].endswith("); trying the one before it"), out)
-    check("resumed at step 80" in out and "done after 94 steps" in out, out)
+    # One warning, naming the damaged checkpoint and the next save's number; none says that
+    # save will fail (it used to, though the run numbers past the damaged one).
+    warnings = error_lines(out, "warning: ")
+    loaded = os.path.join(project, "checkpoints", "checkpoint_1")
+    check(len(warnings) == 1 and warnings[0].startswith(
+              f"warning: Engine::load_state('{loaded}'): newer checkpoints were skipped and are kept: "
+              "checkpoint_2 fails verification (")
+          and "state.h5" in warnings[0] and warnings[0].endswith("; the next automatic save is checkpoint_3"),
+          out)
+    check("resumed at step 80" in out and "done after 94 steps (14 in this run)" in out, out)
     # The damaged one is kept; the run saved after it, not over it.
     check(checkpoint_names(project) == ["checkpoint_0", "checkpoint_1", "checkpoint_2", "checkpoint_3"],
           f"{checkpoint_names(project)}")
