@@ -17,19 +17,28 @@ torch.randperm(n, generator seeded S); global batch g is positions [g*G, (g+1)*G
 order, G = batch per rank * ranks. So one process with batch 64 here sees, step for step,
 the examples that 2 ranks x 32 and 1 rank x 64 see in mpitrain. Loss: mean cross-entropy.
 AdamW: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01 (torch's defaults, which are
-libtorch's too). One thread (torch.set_num_threads(1)), as the mpitrain ranks use.
+libtorch's too). One thread (torch.set_num_threads(1)), as the mpitrain ranks use, and one
+OpenBLAS thread (OPENBLAS_NUM_THREADS=1, set before numpy and torch load it): Debian's torch
+calls the system BLAS, whose own thread pool torch.set_num_threads does not reach, and the
+ranks run OpenBLAS on one thread (EngineConfig::blas_threads). With OpenBLAS's default of a
+thread per core the CNN's result differed from the ranks' by 1.8e-4 (max|a-b| / max|b|) on a
+2-core AMD EPYC; with one thread it is bitwise the 1 x 64 run's.
 """
 
 import argparse
 import gzip
 import json
+import os
 import struct
 import sys
 from pathlib import Path
 
-import numpy as np
-import torch
-from torch.nn import functional as F
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ["OMP_NUM_THREADS"] = "1"
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from torch_models import make_model  # noqa: E402
