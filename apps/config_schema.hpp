@@ -20,11 +20,12 @@ struct KeySpec {
   std::string_view help;          // one line, printed as a comment by print-config
   bool nullable = false;
   std::vector<std::string_view> choices = {};  // for ValueKind::choice
-  std::optional<double> min = {};              // inclusive lower bound (numbers, list items)
+  std::optional<double> min = {};              // lower bound (numbers, list items), inclusive
+                                               // unless min_exclusive
   std::optional<double> max = {};              // inclusive upper bound
   bool max_exclusive = false;
   std::optional<std::size_t> list_size = {};   // exact length for lists
-  bool min_exclusive = false;
+  bool min_exclusive = false;                  // min itself is refused (bucket sizes > 0)
 };
 
 // Returns every key of the schema, in print-config order.

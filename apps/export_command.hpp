@@ -16,7 +16,8 @@
 
 namespace mpitrain::app {
 
-// Returns the written file. Throws ConfigError for a bad --checkpoint or --format, and
+// Returns the written file. Throws ConfigError for a bad --checkpoint or --format, or an
+// --output whose extension names another format (before anything is written), and
 // CheckpointError for a damaged or unreadable source.
 std::filesystem::path export_command(const TrainConfig& config, const std::string& argument,
                                      const std::string& format, const std::filesystem::path& output,

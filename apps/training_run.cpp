@@ -22,6 +22,7 @@
 #include "evaluation.hpp"
 #include "metrics_log.hpp"
 #include "model_from_config.hpp"
+#include "mpitrain/checkpoint/checkpoint_error.hpp"
 #include "mpitrain/checkpoint/checkpoint_layout.hpp"
 #include "mpitrain/checkpoint/rank_agreement.hpp"
 #include "mpitrain/checkpoint/file_hash.hpp"
@@ -367,17 +368,18 @@ class TrainingRun {
                     saved, total, total, scheduler.last_lr(), step()));
   }
 
-  // Returns the checkpoint loaded (none when there is none yet): the newest committed one
-  // that passes verification. With automatic naming Engine::load_state() chooses, and numbers
-  // the next save past newer ones that fail (it names them in a warning); with step_<S>
-  // folders rank 0 chooses here, and a damaged newer folder stands in the way of a later save,
-  // which folders_in_the_way() then refuses.
+  // Returns the checkpoint loaded (none when there is none yet). With automatic naming
+  // Engine::load_state() chooses: the newest committed checkpoint that passes verification,
+  // numbering the next save past newer ones that fail (named in a warning). With step_<S>
+  // folders it is the newest committed one: a damaged one cannot be passed over, since a later
+  // save would need its name, so the run is refused naming it. Rank 0 looks; a listing or
+  // verification error there is every rank's (agree_on_rank0), never a wait on the others.
   std::optional<fs::path> resume_latest() {
     Engine& engine = *p_.engine;
     const fs::path dir = engine.checkpoints().checkpoints_dir();
     const bool automatic = config_.project.automatic_checkpoint_naming;
     std::string chosen;
-    if (main()) chosen = automatic ? newest_automatic_checkpoint() : newest_sound_step_folder(dir);
+    agree_on_rank0(comm_, [&] { chosen = automatic ? newest_automatic_checkpoint() : newest_step_folder(dir); });
     chosen = checkpoint::broadcast_string(comm_, chosen, 0);
     if (chosen.empty()) {
       say(fmt::format("resume: latest: no checkpoint in {} yet, starting from scratch", dir.string()));
@@ -392,24 +394,23 @@ class TrainingRun {
     return latest ? latest->string() : std::string();
   }
 
-  // Returns the newest committed step_<S> folder of `dir` that passes verification (warning
-  // of each newer one that fails), the newest when none passes (loading it names the damage),
-  // or "" when there is none.
-  std::string newest_sound_step_folder(const fs::path& dir) const {
-    std::vector<fs::path> committed;
+  // Returns the newest committed step_<S> folder of `dir`, or "" when there is none. Throws
+  // ConfigError when it fails verification.
+  std::string newest_step_folder(const fs::path& dir) const {
+    std::string newest;
     for (const CheckpointFolder& f : step_folders(dir)) {
-      if (f.committed) committed.push_back(f.dir);
+      if (f.committed) newest = f.dir.string();
     }
-    for (auto it = committed.rbegin(); it != committed.rend(); ++it) {
-      try {
-        p_.engine->checkpoints().verify(*it);
-        return it->string();
-      } catch (const std::exception& e) {  // CheckpointError, or the file system's
-        log_.warn("resume: latest: {} fails verification ({}); trying the one before it", it->string(),
-                  e.what());
-      }
+    if (newest.empty()) return newest;
+    try {
+      p_.engine->checkpoints().verify(newest);
+    } catch (const checkpoint::CheckpointError& e) {
+      throw ConfigError(fmt::format(
+          "{}: project.resume: latest: {} fails verification ({}); a later save would need its name, so it "
+          "cannot be passed over: move it away to resume from the one before it",
+          config_.origin("project.resume"), newest, e.what()));
     }
-    return committed.empty() ? std::string() : committed.back().string();
+    return newest;
   }
 
   // The run's header line in metrics.jsonl (rank 0), once the run is known to start, and for

@@ -23,13 +23,16 @@
 //
 // Before the model is built, rank 0 opens the data sets and checks the memory the run needs
 // (memory_budget.hpp), every rank following its verdict (run_start.hpp, agree_on_rank0).
-// `resume: latest` loads the newest checkpoint that passes verification, warning about each
-// newer one that fails (kept, and numbered past). training.max_consecutive_skipped_steps
+// `resume: latest` loads the newest checkpoint that passes verification: Engine::load_state()
+// names newer automatic ones that fail (kept, and numbered past); a step_<S> folder that fails
+// is a ConfigError naming it. training.max_consecutive_skipped_steps
 // skipped steps in a row throw AgreedError (exit 1); a run that skipped steps says so at the end.
 //
 // Length of the run: steps_per_epoch = ceil(batches per rank / gradient_accumulation_steps)
 // (the loader's last batch ends an accumulation window); total = epochs * steps_per_epoch,
-// or max_steps when that is smaller. The scheduler is sized by that total.
+// or max_steps when that is smaller. The scheduler is sized by that total. A resumed run counts
+// its total again from the checkpoint's position (another global batch gives another number of
+// batches per epoch) and resizes the scheduler to it.
 
 #include <cstdint>
 #include <cstdio>

@@ -373,7 +373,8 @@ class Engine {
   // What load_state() did beyond restoring the state exactly.
   struct LoadReport {
     std::filesystem::path dir;           // the checkpoint folder loaded
-    std::vector<std::string> warnings;   // world size changed: derived streams, data position
+    // newer checkpoints skipped or in the way; world size changed: derived streams, data position
+    std::vector<std::string> warnings;
   };
   // Collective: loads the newest committed checkpoint of the project that passes
   // verification (checkpoint::CheckpointManager::verify). Newer ones that fail it are kept,
@@ -464,7 +465,7 @@ class Engine {
   };
 
  private:
-  // load_state(dir) with `warnings` first in the report, and the next automatic save at
+  // Returns load_state(dir)'s report with `warnings` first; the next automatic save is at
   // least checkpoint_<next_iteration> (past newer checkpoints load_state() skipped).
   LoadReport load_checkpoint(const std::filesystem::path& dir, std::vector<std::string> warnings,
                              std::optional<std::int64_t> next_iteration);

@@ -250,13 +250,14 @@ Engine::LoadReport Engine::load_state() {
                               "'");
       }
       for (auto it = all.rbegin(); it != all.rend() && chosen.empty(); ++it) {
-        const std::optional<std::string> damage =
-            checkpoint::capture_error([&] { manager.verify(it->dir); });
-        if (!damage) {
+        // Only damage (CheckpointError) is passed over: a file system error (EIO, EACCES)
+        // may be transient, and loading an older checkpoint would lose the newer one's work.
+        try {
+          manager.verify(it->dir);
           chosen = it->dir.string();
-        } else {
+        } catch (const CheckpointError& damage) {
           skipped += (skipped.empty() ? "" : "; ") + it->dir.filename().string() +
-                     " fails verification (" + *damage + ")";
+                     " fails verification (" + damage.what() + ")";
         }
       }
       if (chosen.empty()) {

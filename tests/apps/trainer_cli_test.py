@@ -500,6 +500,18 @@ def scenario_step_naming(r):
     code, out, _ = r.run(1, "export", "--checkpoint", "latest", "--format", "h5", "--output", target,
                          sets=[f"project.dir={project}"], expect=0)
     check(f"of {project}/checkpoints/step_160 to {target}" in out, out)
+    # A damaged newest step_<S> cannot be passed over (a later save needs its name): exit 2
+    # at start naming it, every rank, once.
+    state = os.path.join(project, "checkpoints", "step_160", "state.h5")
+    with open(state, "r+b") as f:
+        f.seek(os.path.getsize(state) // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 1]))
+    code, out, _ = r.run(2, sets=base + ["project.resume=latest", "training.epochs=2", "training.max_steps=170"],
+                         expect=2)
+    check(out.count(f"project.resume: latest: {project}/checkpoints/step_160 fails verification (") == 1 and
+          "cannot be passed over" in out, out)
 
 
 def scenario_cleanup_at_start(r):

@@ -566,6 +566,7 @@ TEST_F(EngineTest, UnevenTrainingLoadersAreRejected) {
   EXPECT_NE(what.find("invalid arguments on rank(s) 0, 1"), std::string::npos) << what;
   EXPECT_NE(what.find("rank 1 reads 1 batches per epoch and rank 0 2"), std::string::npos) << what;
   // Every rank gives the same cause: it is said once, after the list of ranks.
+  ASSERT_NE(what.find("would not pair up"), std::string::npos) << what;
   EXPECT_EQ(what.find("would not pair up"), what.rfind("would not pair up")) << what;
   std::string every_rank = "0";
   for (std::size_t r = 1; r < n(); ++r) every_rank += ", " + std::to_string(r);
