@@ -128,6 +128,15 @@ class Runner:
         return os.path.join(self.work, name)
 
 
+def flip_middle_byte(path):
+    """Damages a checkpoint file as a bad disk would: XORs its middle byte with 1."""
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 1]))
+
+
 def read_metrics(project, everything=False):
     """Returns the train and eval lines of metrics.jsonl (everything: run headers and resume
     markers too)."""
@@ -399,11 +408,7 @@ def scenario_checkpoints_cli(r):
               for l in lines), out)
     check(any("checkpoint_8.tmp-1234" in l and "not removed automatically" in l for l in lines), out)
     state = os.path.join(project, "checkpoints", "checkpoint_1", "state.h5")
-    with open(state, "r+b") as f:
-        f.seek(os.path.getsize(state) // 2)
-        byte = f.read(1)
-        f.seek(-1, 1)
-        f.write(bytes([byte[0] ^ 1]))
+    flip_middle_byte(state)
     code, out, _ = r.run(1, "checkpoints", "verify", project, expect=1)
     check("FAILED" in out and "checkpoint_1" in out and "state.h5" in out, out)
     code, out, _ = r.run(1, "checkpoints", "verify", os.path.join(project, "checkpoints", "checkpoint_2"),
@@ -503,11 +508,7 @@ def scenario_step_naming(r):
     # A damaged newest step_<S> cannot be passed over (a later save needs its name): exit 2
     # at start naming it, every rank, once.
     state = os.path.join(project, "checkpoints", "step_160", "state.h5")
-    with open(state, "r+b") as f:
-        f.seek(os.path.getsize(state) // 2)
-        byte = f.read(1)
-        f.seek(-1, 1)
-        f.write(bytes([byte[0] ^ 1]))
+    flip_middle_byte(state)
     code, out, _ = r.run(2, sets=base + ["project.resume=latest", "training.epochs=2", "training.max_steps=170"],
                          expect=2)
     check(out.count(f"project.resume: latest: {project}/checkpoints/step_160 fails verification (") == 1 and
