@@ -363,6 +363,8 @@ class TrainingRun {
     const std::int64_t saved = scheduler.total_steps();
     if (saved == total) return;
     scheduler.set_total_steps(total);
+    // A constant schedule (after its warm-up) does not depend on the run's length: nothing to say.
+    if (scheduler.kind() == nn::LrScheduleKind::constant) return;
     say(fmt::format("scheduler: the checkpoint's schedule spans {} steps and this run {}: resized to {} "
                     "(lr {:.6g} at step {})",
                     saved, total, total, scheduler.last_lr(), step()));
@@ -374,18 +376,45 @@ class TrainingRun {
   // folders it is the newest committed one: a damaged one cannot be passed over, since a later
   // save would need its name, so the run is refused naming it. Rank 0 looks; a listing or
   // verification error there is every rank's (agree_on_rank0), never a wait on the others.
+  // When the folder holds only the other naming's checkpoints (the config's naming was
+  // changed), the newest of them is loaded, as `trainer eval --checkpoint latest` finds it,
+  // and a line says so: starting afresh beside them would throw the run's progress away.
   std::optional<fs::path> resume_latest() {
     Engine& engine = *p_.engine;
     const fs::path dir = engine.checkpoints().checkpoints_dir();
     const bool automatic = config_.project.automatic_checkpoint_naming;
     std::string chosen;
-    agree_on_rank0(comm_, [&] { chosen = automatic ? newest_automatic_checkpoint() : newest_step_folder(dir); });
+    std::string other;
+    agree_on_rank0(comm_, [&] {
+      chosen = automatic ? newest_automatic_checkpoint() : newest_step_folder(dir);
+      if (chosen.empty()) other = newest_of_other_naming(dir);
+    });
     chosen = checkpoint::broadcast_string(comm_, chosen, 0);
+    other = checkpoint::broadcast_string(comm_, other, 0);
+    if (!other.empty()) {
+      say(fmt::format("resume: latest: {} holds no {} folder; resuming from the newest of the other naming, {} "
+                      "(this run saves {})",
+                      dir.string(), automatic ? "checkpoint_<N>" : "step_<S>", other,
+                      automatic ? "checkpoint_<N>" : "step_<S>"));
+      return engine.load_state(fs::path(other)).dir;
+    }
     if (chosen.empty()) {
       say(fmt::format("resume: latest: no checkpoint in {} yet, starting from scratch", dir.string()));
       return std::nullopt;
     }
     return automatic ? engine.load_state().dir : engine.load_state(fs::path(chosen)).dir;
+  }
+
+  // Returns the newest committed folder of `dir` named the other way than this config names
+  // its saves, or "" when there is none.
+  std::string newest_of_other_naming(const fs::path& dir) const {
+    const auto other = config_.project.automatic_checkpoint_naming ? CheckpointFolder::Naming::step
+                                                                   : CheckpointFolder::Naming::automatic;
+    std::string newest;
+    for (const CheckpointFolder& f : committed_checkpoint_folders(dir)) {
+      if (f.naming == other) newest = f.dir.string();
+    }
+    return newest;
   }
 
   // Returns the newest committed checkpoint_<N> (Engine::load_state() verifies), or "".

@@ -505,6 +505,16 @@ def scenario_step_naming(r):
     code, out, _ = r.run(1, "export", "--checkpoint", "latest", "--format", "h5", "--output", target,
                          sets=[f"project.dir={project}"], expect=0)
     check(f"of {project}/checkpoints/step_160 to {target}" in out, out)
+    # So does resume: latest with the naming switched back to automatic: it continues from the
+    # newest step_<S> folder (saying so) and saves checkpoint_<N> beside them.
+    code, out, _ = r.run(2, sets=SYNTHETIC + [f"project.dir={project}", "project.resume=latest", "training.epochs=2",
+                                              "training.max_steps=165"], expect=0)
+    check(out.count("resuming from the newest of the other naming, "
+                    f"{project}/checkpoints/step_160 (this run saves checkpoint_<N>)") == 1, out)
+    check("resumed at step 160" in out and "done after 165 steps (5 in this run)" in out, out)
+    check("scheduler:" not in out, "a constant schedule's new length is not worth a line:\n" + out)
+    check(checkpoint_names(project) == ["checkpoint_0", "step_150", "step_160", "step_40", "step_80", "step_94"],
+          f"{checkpoint_names(project)}")
     # A damaged newest step_<S> cannot be passed over (a later save needs its name): exit 2
     # at start naming it, every rank, once.
     state = os.path.join(project, "checkpoints", "step_160", "state.h5")
