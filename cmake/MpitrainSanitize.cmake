@@ -1,6 +1,11 @@
 # Sanitizer and fuzzer builds (`make sanitize`, `make fuzz`, CI). Included before any target
 # is defined, so every target of the build (library, apps, tests) is instrumented alike:
-# mixing instrumented and plain code hides errors on the plain side.
+# mixing instrumented and plain code hides errors on the plain side. One exception: the test
+# files (tests/) are built without UBSan's checks (MPITRAIN_TEST_SANITIZE_OPTIONS), which
+# double what a GoogleTest file costs to compile (tests/engine/engine_test.cpp at -O1: 37 s,
+# 19 s with ASan alone) for checks of the tests' own code and of the header code they
+# instantiate; UBSan checks each file on its own, so the library's files keep every check,
+# and ASan stays everywhere.
 #   -DMPITRAIN_SANITIZE=address,undefined   ASan + UBSan (any compiler)
 #   -DMPITRAIN_SANITIZE=thread              TSan (the communication thread's tests)
 # The libFuzzer harnesses are a project of their own (tests/fuzz, built with clang).
@@ -19,5 +24,8 @@ if(MPITRAIN_SANITIZE)
   add_compile_options(-fsanitize=${MPITRAIN_SANITIZE} -fno-sanitize-recover=all
                       -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${MPITRAIN_SANITIZE})
+  if(MPITRAIN_SANITIZE MATCHES "undefined")
+    set(MPITRAIN_TEST_SANITIZE_OPTIONS -fno-sanitize=undefined)
+  endif()
 endif()
 

@@ -172,12 +172,32 @@ elseif(STEP STREQUAL "headers")
     message(FATAL_ERROR "packaging (headers): no headers under ${include_root}/mpitrain/")
   endif()
   file(MAKE_DIRECTORY "${WORK_DIR}/headers")
-  set(unit "${WORK_DIR}/headers/include_one.cpp")
-  foreach(header IN LISTS headers "mpitrain/mpitrain.hpp")
-    file(WRITE "${unit}" "#include <${header}>\n")
-    run("compiling ${header} on its own" ${CXX} -fsyntax-only -Wall -Wextra -Wpedantic -Werror
-        ${flag_list} "${unit}")
-  endforeach()
+  # Two compilers at a time (the test holds 2 processors): execute_process runs its COMMANDs
+  # concurrently (as a pipeline, which -fsyntax-only neither writes to nor reads from), and
+  # RESULTS_VARIABLE gives each one's exit code.
+  list(JOIN flag_list " " flags_text)
+  set(pending ${headers} "mpitrain/mpitrain.hpp")
+  while(pending)
+    set(batch)
+    set(commands)
+    foreach(slot RANGE 1)
+      if(pending)
+        list(POP_FRONT pending header)
+        set(unit "${WORK_DIR}/headers/include_one_${slot}.cpp")
+        file(WRITE "${unit}" "#include <${header}>\n")
+        list(APPEND batch "${header}")
+        list(APPEND commands COMMAND ${CXX} -fsyntax-only -Wall -Wextra -Wpedantic -Werror ${flag_list}
+             "${unit}")
+      endif()
+    endforeach()
+    execute_process(${commands} RESULTS_VARIABLE results OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    foreach(header result IN ZIP_LISTS batch results)
+      if(NOT result EQUAL 0)
+        message(FATAL_ERROR "packaging (headers): compiling ${header} on its own failed (exit ${result}) "
+                            "with ${CXX} -fsyntax-only -Wall -Wextra -Wpedantic -Werror ${flags_text}\n${out}")
+      endif()
+    endforeach()
+  endwhile()
 
   file(STRINGS "${include_root}/mpitrain/mpitrain.hpp" umbrella_lines
        REGEX "^#include <mpitrain/.*>")
