@@ -385,12 +385,21 @@ class TrainingRun {
     const bool automatic = config_.project.automatic_checkpoint_naming;
     std::string chosen;
     std::string other;
+    std::vector<std::string> damaged;
     agree_on_rank0(comm_, [&] {
       chosen = automatic ? newest_automatic_checkpoint() : newest_step_folder(dir);
-      if (chosen.empty()) other = newest_of_other_naming(dir);
+      if (chosen.empty()) other = newest_sound_of_other_naming(dir, damaged);
+      if (other.empty() && !damaged.empty()) {
+        throw ConfigError(fmt::format("{}: project.resume: latest: every checkpoint in {} fails verification: {}",
+                                      config_.origin("project.resume"), dir.string(), fmt::join(damaged, "; ")));
+      }
     });
     chosen = checkpoint::broadcast_string(comm_, chosen, 0);
     other = checkpoint::broadcast_string(comm_, other, 0);
+    if (main() && !damaged.empty()) {
+      log_.warn("resume: latest: passed over (kept as they are) newer checkpoints that fail verification: {}",
+                fmt::join(damaged, "; "));
+    }
     if (!other.empty()) {
       say(fmt::format("resume: latest: {} holds no {} folder; resuming from the newest of the other naming, {} "
                       "(this run saves {})",
@@ -406,15 +415,22 @@ class TrainingRun {
   }
 
   // Returns the newest committed folder of `dir` named the other way than this config names
-  // its saves, or "" when there is none.
-  std::string newest_of_other_naming(const fs::path& dir) const {
+  // its saves that passes verification, or "" when there is none. Newer ones that fail are
+  // passed over (this run never saves a name of their kind) and added to `damaged` with why.
+  std::string newest_sound_of_other_naming(const fs::path& dir, std::vector<std::string>& damaged) const {
     const auto other = config_.project.automatic_checkpoint_naming ? CheckpointFolder::Naming::step
                                                                    : CheckpointFolder::Naming::automatic;
-    std::string newest;
-    for (const CheckpointFolder& f : committed_checkpoint_folders(dir)) {
-      if (f.naming == other) newest = f.dir.string();
+    const std::vector<CheckpointFolder> folders = committed_checkpoint_folders(dir);
+    for (auto it = folders.rbegin(); it != folders.rend(); ++it) {
+      if (it->naming != other) continue;
+      try {
+        p_.engine->checkpoints().verify(it->dir);
+        return it->dir.string();
+      } catch (const checkpoint::CheckpointError& e) {
+        damaged.push_back(fmt::format("{} ({})", it->dir.filename().string(), e.what()));
+      }
     }
-    return newest;
+    return "";
   }
 
   // Returns the newest committed checkpoint_<N> (Engine::load_state() verifies), or "".

@@ -505,16 +505,6 @@ def scenario_step_naming(r):
     code, out, _ = r.run(1, "export", "--checkpoint", "latest", "--format", "h5", "--output", target,
                          sets=[f"project.dir={project}"], expect=0)
     check(f"of {project}/checkpoints/step_160 to {target}" in out, out)
-    # So does resume: latest with the naming switched back to automatic: it continues from the
-    # newest step_<S> folder (saying so) and saves checkpoint_<N> beside them.
-    code, out, _ = r.run(2, sets=SYNTHETIC + [f"project.dir={project}", "project.resume=latest", "training.epochs=2",
-                                              "training.max_steps=165"], expect=0)
-    check(out.count("resuming from the newest of the other naming, "
-                    f"{project}/checkpoints/step_160 (this run saves checkpoint_<N>)") == 1, out)
-    check("resumed at step 160" in out and "done after 165 steps (5 in this run)" in out, out)
-    check("scheduler:" not in out, "a constant schedule's new length is not worth a line:\n" + out)
-    check(checkpoint_names(project) == ["checkpoint_0", "step_150", "step_160", "step_40", "step_80", "step_94"],
-          f"{checkpoint_names(project)}")
     # A damaged newest step_<S> cannot be passed over (a later save needs its name): exit 2
     # at start naming it, every rank, once.
     state = os.path.join(project, "checkpoints", "step_160", "state.h5")
@@ -523,6 +513,26 @@ def scenario_step_naming(r):
                          expect=2)
     check(out.count(f"project.resume: latest: {project}/checkpoints/step_160 fails verification (") == 1 and
           "cannot be passed over" in out, out)
+    # With the naming switched back to automatic, resume: latest continues from the newest
+    # sound step_<S> folder (saying so; the damaged step_160 is passed over, named in a warning,
+    # since this run saves no step_<S>) and saves checkpoint_<N> beside them.
+    automatic = SYNTHETIC + ["project.resume=latest", "training.epochs=2", "training.max_steps=165"]
+    code, out, _ = r.run(2, sets=automatic + [f"project.dir={project}"], expect=0)
+    check(out.count("passed over (kept as they are) newer checkpoints that fail verification: step_160 (") == 1,
+          out)
+    check(out.count("resuming from the newest of the other naming, "
+                    f"{project}/checkpoints/step_150 (this run saves checkpoint_<N>)") == 1, out)
+    check("resumed at step 150" in out and "done after 165 steps (15 in this run)" in out, out)
+    check("scheduler:" not in out, "a constant schedule's new length is not worth a line:\n" + out)
+    check(checkpoint_names(project) == ["checkpoint_0", "step_150", "step_160", "step_40", "step_80", "step_94"],
+          f"{checkpoint_names(project)}")
+    # When every one of them fails: exit 2 at start naming them, once.
+    only_damaged = r.project("steps_damaged")
+    shutil.copytree(os.path.join(project, "checkpoints", "step_160"),
+                    os.path.join(only_damaged, "checkpoints", "step_160"))
+    code, out, _ = r.run(2, sets=automatic + [f"project.dir={only_damaged}"], expect=2)
+    check(out.count(f"project.resume: latest: every checkpoint in {only_damaged}/checkpoints fails verification: "
+                    "step_160 (") == 1, out)
 
 
 def scenario_cleanup_at_start(r):
