@@ -4,8 +4,9 @@
 # files (tests/) are built without UBSan's checks (MPITRAIN_TEST_SANITIZE_OPTIONS), which
 # double what a GoogleTest file costs to compile (tests/engine/engine_test.cpp at -O1: 37 s,
 # 19 s with ASan alone) for checks of the tests' own code and of the header code they
-# instantiate; UBSan checks each file on its own, so the library's files keep every check,
-# and ASan stays everywhere.
+# instantiate; UBSan checks each file on its own, so the library's files keep every check
+# (but for header code a test file also instantiates: a program keeps one copy of it, which
+# may be the test's), and ASan stays everywhere.
 #   -DMPITRAIN_SANITIZE=address,undefined   ASan + UBSan (any compiler)
 #   -DMPITRAIN_SANITIZE=thread              TSan (the communication thread's tests)
 # The libFuzzer harnesses are a project of their own (tests/fuzz, built with clang).
