@@ -175,7 +175,8 @@ elseif(STEP STREQUAL "headers")
   # Two compilers at a time (the test holds 2 processors): execute_process runs its COMMANDs
   # concurrently (as a pipeline, which -fsyntax-only neither writes to nor reads from), and
   # RESULTS_VARIABLE gives each one's exit code.
-  list(JOIN flag_list " " flags_text)
+  set(compile ${CXX} -fsyntax-only -Wall -Wextra -Wpedantic -Werror ${flag_list})
+  list(JOIN compile " " compile_text)
   set(pending ${headers} "mpitrain/mpitrain.hpp")
   while(pending)
     set(batch)
@@ -186,15 +187,14 @@ elseif(STEP STREQUAL "headers")
         set(unit "${WORK_DIR}/headers/include_one_${slot}.cpp")
         file(WRITE "${unit}" "#include <${header}>\n")
         list(APPEND batch "${header}")
-        list(APPEND commands COMMAND ${CXX} -fsyntax-only -Wall -Wextra -Wpedantic -Werror ${flag_list}
-             "${unit}")
+        list(APPEND commands COMMAND ${compile} "${unit}")
       endif()
     endforeach()
     execute_process(${commands} RESULTS_VARIABLE results OUTPUT_VARIABLE out ERROR_VARIABLE out)
     foreach(header result IN ZIP_LISTS batch results)
       if(NOT result EQUAL 0)
         message(FATAL_ERROR "packaging (headers): compiling ${header} on its own failed (exit ${result}) "
-                            "with ${CXX} -fsyntax-only -Wall -Wextra -Wpedantic -Werror ${flags_text}\n${out}")
+                            "with ${compile_text}\n${out}")
       endif()
     endforeach()
   endwhile()
