@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 #include "agreed_error.hpp"
@@ -401,10 +402,10 @@ class TrainingRun {
                 fmt::join(damaged, "; "));
     }
     if (!other.empty()) {
+      const std::string_view own_naming = automatic ? "checkpoint_<N>" : "step_<S>";
       say(fmt::format("resume: latest: {} holds no {} folder; resuming from the newest of the other naming, {} "
                       "(this run saves {})",
-                      dir.string(), automatic ? "checkpoint_<N>" : "step_<S>", other,
-                      automatic ? "checkpoint_<N>" : "step_<S>"));
+                      dir.string(), own_naming, other, own_naming));
       return engine.load_state(fs::path(other)).dir;
     }
     if (chosen.empty()) {
